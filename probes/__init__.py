@@ -1,0 +1,73 @@
+"""What the resolver may ask the outside world, as injected callables.
+
+A `Probes` bundle holds six questions: `hostname()`, `comm()` (an mpi4py-shaped communicator),
+`xla()` (a torch_xla.runtime-shaped object), `free_port()`, `read_text(path)` and `which(name)`.
+`system()` answers them for real, importing mpi4py or torch_xla only when asked;
+`fake(...)` answers only what it was given and raises `ProbeFailed` naming the probe otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    from probes.fakes import FakeComm, FakeXla
+
+__all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
+
+
+@runtime_checkable
+class Comm(Protocol):
+    """The part of mpi4py's `MPI.Comm` the resolver uses."""
+
+    def Get_rank(self) -> int: ...  # noqa: N802 - mpi4py's names
+    def Get_size(self) -> int: ...  # noqa: N802
+    def allgather(self, sendobj: Any) -> list[Any]: ...
+    def bcast(self, obj: Any, root: int = 0) -> Any: ...
+
+
+@runtime_checkable
+class XlaRuntime(Protocol):
+    """The part of `torch_xla.runtime` the resolver uses."""
+
+    def world_size(self) -> int: ...
+    def global_ordinal(self) -> int: ...
+    def local_ordinal(self) -> int: ...
+    def host_index(self) -> int: ...
+
+
+@attrs.frozen(kw_only=True)
+class Probes:
+    """A bundle of probes; build one with `system()` or `fake(...)`, or `attrs.evolve` one of those."""
+
+    hostname: Callable[[], str]
+    comm: Callable[[], Comm]
+    xla: Callable[[], XlaRuntime]
+    free_port: Callable[[], int]
+    read_text: Callable[[str], str]
+    which: Callable[[str], str | None]
+
+
+def system() -> Probes:
+    """The live probes of this machine."""
+    from probes import live
+
+    return live.PROBES
+
+
+def fake(
+    *,
+    hostname: str | None = None,
+    free_port: int | None = None,
+    files: Mapping[str, str] | None = None,
+    which: Mapping[str, str] | None = None,
+    comm: FakeComm | Comm | None = None,
+    xla: FakeXla | XlaRuntime | None = None,
+) -> Probes:
+    """Probes that answer only what they were given; any other question raises `ProbeFailed`."""
+    from probes.fakes import make
+
+    return make(hostname=hostname, free_port=free_port, files=files, which=which, comm=comm, xla=xla)

@@ -1,0 +1,126 @@
+"""Fakes for tests, ours and users': probes that answer only what they were given.
+
+`FakeComm` is shaped like mpi4py's `Comm` for one rank of a simulated world; the other ranks'
+contributions to a collective are given up front, so no threads or MPI are needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import attrs
+
+from probes import Comm, Probes, XlaRuntime
+from resolver.errors import ProbeFailed
+
+__all__ = ["FakeComm", "FakeXla", "make"]
+
+
+def _unanswered(probe: str) -> Callable[..., NoReturn]:
+    def fail(*args: object) -> NoReturn:
+        raise ProbeFailed(probe, "the fake probes were not given an answer for it")
+
+    return fail
+
+
+@attrs.define(kw_only=True)
+class FakeComm:
+    """One rank's view of an MPI world, with mpi4py's method names.
+
+    `allgather(obj)` returns `gathered` with this rank's `obj` in its own slot (the other
+    slots are what the other ranks would send, given up front); `bcast(obj, root)` returns
+    `bcast_values[root]` when given, else `obj` on the root itself. `calls` records each
+    collective, so tests can count round trips.
+    """
+
+    rank: int
+    size: int
+    gathered: Sequence[Any] | None = None
+    bcast_values: Mapping[int, Any] | None = None
+    calls: list[str] = attrs.field(factory=list)
+
+    @classmethod
+    def world(cls, hostnames: Sequence[str], **kw: Any) -> tuple[FakeComm, ...]:
+        """The communicators of every rank of a world whose rank i runs on `hostnames[i]`."""
+        n = len(hostnames)
+        return tuple(cls(rank=i, size=n, gathered=list(hostnames), **kw) for i in range(n))
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
+        self.calls.append("Get_rank")
+        return self.rank
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
+        self.calls.append("Get_size")
+        return self.size
+
+    def allgather(self, sendobj: Any) -> list[Any]:
+        self.calls.append("allgather")
+        if self.gathered is None:
+            return [sendobj] * self.size
+        out = list(self.gathered)
+        if len(out) != self.size:
+            raise ProbeFailed("comm", f"FakeComm.gathered has {len(out)} entries for a size-{self.size} world")
+        out[self.rank] = sendobj
+        return out
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        self.calls.append("bcast")
+        if self.bcast_values is not None and root in self.bcast_values:
+            return self.bcast_values[root]
+        return obj
+
+
+class FakeXla:
+    """Shaped like `torch_xla.runtime`: four functions answering one process's ordinals."""
+
+    __slots__ = ("_global", "_host", "_local", "_world")
+
+    def __init__(
+        self, *, world_size: int = 1, global_ordinal: int = 0, local_ordinal: int = 0, host_index: int = 0
+    ) -> None:
+        self._world, self._global = world_size, global_ordinal
+        self._local, self._host = local_ordinal, host_index
+
+    def __repr__(self) -> str:
+        return (
+            f"FakeXla(world_size={self._world}, global_ordinal={self._global}, "
+            f"local_ordinal={self._local}, host_index={self._host})"
+        )
+
+    def world_size(self) -> int:
+        return self._world
+
+    def global_ordinal(self) -> int:
+        return self._global
+
+    def local_ordinal(self) -> int:
+        return self._local
+
+    def host_index(self) -> int:
+        return self._host
+
+
+def make(
+    *,
+    hostname: str | None,
+    free_port: int | None,
+    files: Mapping[str, str] | None,
+    which: Mapping[str, str] | None,
+    comm: Comm | None,
+    xla: XlaRuntime | None,
+) -> Probes:
+    def read_text(path: str) -> str:
+        try:
+            return files[path]  # type: ignore[index]
+        except KeyError:
+            raise ProbeFailed("read_text", f"no such file {path!r} among the fake files") from None
+
+    return Probes(
+        hostname=_unanswered("hostname") if hostname is None else (lambda: hostname),
+        free_port=_unanswered("free_port") if free_port is None else (lambda: free_port),
+        read_text=_unanswered("read_text") if files is None else read_text,
+        which=_unanswered("which") if which is None else which.get,
+        comm=_unanswered("comm") if comm is None else (lambda: comm),
+        xla=_unanswered("xla") if xla is None else (lambda: xla),
+    )

@@ -1,0 +1,69 @@
+"""The live probes. mpi4py and torch_xla are imported only when `comm()` or `xla()` is called."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from typing import Any
+
+from probes import Comm, Probes, XlaRuntime
+from resolver.errors import ProbeFailed
+
+__all__ = ["PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla"]
+
+
+def hostname() -> str:
+    try:
+        return socket.gethostname()
+    except OSError as exc:  # pragma: no cover - the kernel always has a name
+        raise ProbeFailed("hostname", str(exc)) from exc
+
+
+def free_port() -> int:
+    """A TCP port free on loopback at this moment (the kernel picks it)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+    except OSError as exc:
+        raise ProbeFailed("free_port", f"could not bind a loopback port: {exc}") from exc
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="strict") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProbeFailed("read_text", f"cannot read {path!r}: {exc}") from exc
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name)
+
+
+def comm() -> Comm:
+    """mpi4py's COMM_WORLD; importing mpi4py.MPI initialises MPI, so this runs only on demand."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ProbeFailed("comm", f"mpi4py is not importable ({exc}); pip install 'cluster-topology[mpi]'") from exc
+    except Exception as exc:  # MPI_Init failures surface as arbitrary errors
+        raise ProbeFailed("comm", f"MPI initialisation failed: {exc!r}") from exc
+    world: Any = MPI.COMM_WORLD
+    return world  # type: ignore[no-any-return]
+
+
+def xla() -> XlaRuntime:
+    """torch_xla.runtime, imported only when the XLA source asks."""
+    try:
+        import torch_xla.runtime as runtime  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise ProbeFailed("xla", f"torch_xla is not importable ({exc}); pip install 'cluster-topology[xla]'") from exc
+    except Exception as exc:
+        raise ProbeFailed("xla", f"importing torch_xla failed: {exc!r}") from exc
+    result: Any = runtime
+    return result  # type: ignore[no-any-return]
+
+
+PROBES = Probes(hostname=hostname, comm=comm, xla=xla, free_port=free_port, read_text=read_text, which=which)

@@ -1,0 +1,112 @@
+"""The effect layer, and the only writer: put a Topology into an environment, then restore it exactly."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, MutableMapping
+from types import MappingProxyType, TracebackType
+
+from resolver.errors import TopologyWarning
+from resolver.topology import Topology
+
+__all__ = ["Applied", "apply", "variables"]
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+
+
+def variables(topology: Topology, *, ranks: bool = False) -> dict[str, str]:
+    """The variables `apply` writes: MASTER_ADDR/MASTER_PORT, and with `ranks` the `env://` ranks."""
+    out: dict[str, str] = {}
+    if topology.main_address is not None:
+        out["MASTER_ADDR"] = topology.main_address
+    if topology.main_port is not None:
+        out["MASTER_PORT"] = str(topology.main_port)
+    if ranks:
+        out["WORLD_SIZE"] = str(topology.world_size)
+        out["RANK"] = str(topology.global_rank)
+        out["LOCAL_RANK"] = str(topology.local_rank)
+        out["NODE_RANK"] = str(topology.node_rank)
+    return out
+
+
+class Applied:
+    """What one `apply` wrote and what was there before; `teardown()` puts it back.
+
+    Teardown restores each key it set to its prior value (or deletes it if it was absent),
+    leaves alone and warns about a key that someone else changed since, and is idempotent.
+    """
+
+    __slots__ = ("_environ", "_prior", "_written", "active")
+
+    def __init__(self, environ: MutableMapping[str, str], writes: Mapping[str, str]) -> None:
+        self._environ = environ
+        self._prior: dict[str, str | _Absent] = {}
+        self._written = MappingProxyType(dict(writes))
+        self.active = True
+        try:
+            for key, value in writes.items():
+                self._prior[key] = environ[key] if key in environ else ABSENT
+                environ[key] = value
+        except BaseException:
+            self.teardown()  # nothing half-done: undo the keys already written
+            raise
+
+    @property
+    def written(self) -> Mapping[str, str]:
+        return self._written
+
+    @property
+    def prior(self) -> Mapping[str, str | _Absent]:
+        return MappingProxyType(self._prior)
+
+    def teardown(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        environ = self._environ
+        for key, before in self._prior.items():
+            now = environ[key] if key in environ else ABSENT
+            if now != self._written[key]:
+                warnings.warn(
+                    f"{key} was changed by someone else after apply ({now!r}, we wrote "
+                    f"{self._written[key]!r}); leaving it as it is",
+                    TopologyWarning,
+                    stacklevel=2,
+                )
+                continue
+            if isinstance(before, _Absent):
+                del environ[key]
+            else:
+                environ[key] = before
+
+    def __enter__(self) -> Applied:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.teardown()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "torn down"
+        return f"<Applied {state} {dict(self._written)!r}>"
+
+
+def apply(
+    topology: Topology, environ: MutableMapping[str, str] | None = None, *, ranks: bool = False
+) -> Applied:
+    """Write the topology's MASTER_ADDR/MASTER_PORT (and with `ranks`, WORLD_SIZE, RANK,
+    LOCAL_RANK, NODE_RANK) into `environ` (default `os.environ`); use as a context manager or
+    call `teardown()`."""
+    if not isinstance(topology, Topology):
+        raise TypeError(f"apply() needs a Topology, got {type(topology).__name__}")
+    return Applied(os.environ if environ is None else environ, variables(topology, ranks=ranks))

@@ -1,0 +1,75 @@
+"""The default: a single machine, or a cluster whose processes were started by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.sources import Builder, Detection
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["Lightning"]
+
+NAME = "lightning"
+DEFAULT_ADDRESS = "127.0.0.1"
+
+
+class Lightning:
+    """Lightning's LightningEnvironment, without its mutable world size and rank."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        return Detection(True, "the default: always matches", ())
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        external = "LOCAL_RANK" in environ
+        b.set(
+            "creates_processes_externally",
+            external,
+            "env:LOCAL_RANK" if external else "default:False (LOCAL_RANK unset: this process spawns workers)",
+        )
+        for field, var, minimum, default in (
+            ("world_size", "WORLD_SIZE", 1, 1),
+            ("global_rank", "RANK", 0, 0),
+            ("local_rank", "LOCAL_RANK", 0, 0),
+        ):
+            value = env.optional_integer(environ, var, minimum=minimum)
+            if value is None:
+                b.set(field, default, f"default:{default}")
+            else:
+                b.env(field, value, var)
+        for var in ("NODE_RANK", "GROUP_RANK"):
+            node = env.optional_integer(environ, var)
+            if node is not None:
+                b.env("node_rank", node, var)
+                break
+        else:
+            b.set("node_rank", 0, "default:0")
+        for field, var in (("local_world_size", "LOCAL_WORLD_SIZE"), ("num_nodes", "GROUP_WORLD_SIZE")):
+            value = env.optional_integer(environ, var, minimum=1)
+            if value is not None:
+                b.env(field, value, var)
+
+        if "MASTER_ADDR" in environ:
+            b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
+        else:
+            b.set("main_address", DEFAULT_ADDRESS, f"default:{DEFAULT_ADDRESS}")
+        if "MASTER_PORT" in environ:
+            b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
+        elif "STANDALONE_PORT" in environ:
+            b.env("main_port", env.port(environ, "STANDALONE_PORT"), "STANDALONE_PORT")
+        else:
+            b.set("main_port", probes.free_port(), "probe:free_port")
+            if external:
+                b.warn(
+                    "LOCAL_RANK is set but MASTER_PORT is not: each process picked its own free port, "
+                    "so they cannot meet; set MASTER_PORT to one port for all of them"
+                )
+        return b.build()

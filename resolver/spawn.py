@@ -1,0 +1,52 @@
+"""The workers this process creates itself: immutable replacements for set_world_size/set_global_rank."""
+
+from __future__ import annotations
+
+import attrs
+
+from resolver.errors import InvalidSettings
+from resolver.topology import Topology
+from resolver.validate import _positive
+
+__all__ = ["spawn"]
+
+
+def spawn(topology: Topology, *, devices: int, num_nodes: int) -> tuple[Topology, ...]:
+    """One Topology per worker this process starts: `devices` workers on node `topology.node_rank`.
+
+    Worker i has local rank i and global rank `node_rank * devices + i` in a world of
+    `devices * num_nodes`, all sharing the main address and port, as Lightning's launchers do.
+    """
+    devices = _positive("devices", devices)
+    num_nodes = _positive("num_nodes", num_nodes)
+    if topology.creates_processes_externally:
+        raise InvalidSettings(
+            f"{topology.source} already created the processes (creates_processes_externally is True): "
+            "there are no workers to spawn; use the topology as it is"
+        )
+    if topology.node_rank >= num_nodes:
+        raise InvalidSettings(
+            f"node_rank={topology.node_rank} ({topology.provenance.get('node_rank', 'resolved')}) "
+            f"does not fit num_nodes={num_nodes}. HINT: set num_nodes to at least {topology.node_rank + 1}."
+        )
+    how = f"spawn: node_rank * devices + local_rank with devices={devices}"
+    provenance = {
+        **topology.provenance,
+        "world_size": f"spawn: devices * num_nodes = {devices} * {num_nodes}",
+        "global_rank": how,
+        "local_rank": "spawn: worker index",
+        "local_world_size": f"spawn: devices={devices}",
+        "num_nodes": f"spawn: num_nodes={num_nodes}",
+    }
+    return tuple(
+        attrs.evolve(
+            topology,
+            world_size=devices * num_nodes,
+            global_rank=topology.node_rank * devices + i,
+            local_rank=i,
+            local_world_size=devices,
+            num_nodes=num_nodes,
+            provenance=provenance,
+        )
+        for i in range(devices)
+    )

@@ -1,0 +1,44 @@
+"""Compare the user's `devices`/`num_nodes` with what the launcher set up, as Lightning does."""
+
+from __future__ import annotations
+
+from resolver.errors import InvalidSettings
+from resolver.topology import Topology
+
+__all__ = ["validate"]
+
+
+def _positive(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidSettings(f"{name}={value!r} is invalid: expected an int >= 1")
+    return value
+
+
+def validate(topology: Topology, *, devices: int, num_nodes: int) -> None:
+    """Raise `InvalidSettings` with a HINT when the settings cannot match the launched processes.
+
+    Nothing to compare when this process spawns its workers itself (they follow the settings).
+    """
+    devices = _positive("devices", devices)
+    num_nodes = _positive("num_nodes", num_nodes)
+    if not topology.creates_processes_externally:
+        return
+    origin = topology.provenance
+    if topology.local_world_size is not None and devices != topology.local_world_size:
+        raise InvalidSettings(
+            f"You set devices={devices}, but {topology.source} started {topology.local_world_size} "
+            f"processes on this node ({origin.get('local_world_size', 'launcher')}). "
+            f"HINT: set devices={topology.local_world_size}."
+        )
+    if topology.num_nodes is not None and num_nodes != topology.num_nodes:
+        raise InvalidSettings(
+            f"You set num_nodes={num_nodes}, but {topology.source} runs on {topology.num_nodes} nodes "
+            f"({origin.get('num_nodes', 'launcher')}). HINT: set num_nodes={topology.num_nodes}."
+        )
+    if topology.local_world_size is None and devices * num_nodes != topology.world_size:
+        # without a per-node count the layout is taken as homogeneous, as Lightning does
+        raise InvalidSettings(
+            f"You set devices={devices} and num_nodes={num_nodes}, but their product ({devices * num_nodes}) "
+            f"does not match the world size ({topology.world_size}, "
+            f"{origin.get('world_size', 'launcher')})."
+        )
