@@ -120,7 +120,7 @@ def make(
         hostname=_unanswered("hostname") if hostname is None else (lambda: hostname),
         free_port=_unanswered("free_port") if free_port is None else (lambda: free_port),
         read_text=_unanswered("read_text") if files is None else read_text,
-        which=_unanswered("which") if which is None else which.get,
+        which=_unanswered("which") if which is None else (lambda name: which.get(name)),
         comm=_unanswered("comm") if comm is None else (lambda: comm),
         xla=_unanswered("xla") if xla is None else (lambda: xla),
     )

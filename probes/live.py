@@ -57,7 +57,7 @@ def comm() -> Comm:
 def xla() -> XlaRuntime:
     """torch_xla.runtime, imported only when the XLA source asks."""
     try:
-        import torch_xla.runtime as runtime  # type: ignore[import-not-found, unused-ignore]
+        from torch_xla import runtime  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise ProbeFailed("xla", f"torch_xla is not importable ({exc}); pip install 'cluster-topology[xla]'") from exc
     except Exception as exc:

@@ -1,9 +1,9 @@
 """cluster-topology: who this process is, where it is and whom it talks to, as a pure function.
 
-    >>> import resolver
-    >>> resolver.resolve({"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": "1",
-    ...                   "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}).global_rank
-    1
+>>> import resolver
+>>> resolver.resolve({"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": "1",
+...                   "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}).global_rank
+1
 """
 
 from resolver.apply import Applied, apply

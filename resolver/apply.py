@@ -54,8 +54,9 @@ class Applied:
         self.active = True
         try:
             for key, value in writes.items():
-                self._prior[key] = environ[key] if key in environ else ABSENT
+                before = environ.get(key, ABSENT)
                 environ[key] = value
+                self._prior[key] = before  # only once written: a failed write changed nothing
         except BaseException:
             self.teardown()  # nothing half-done: undo the keys already written
             raise
@@ -74,7 +75,7 @@ class Applied:
         self.active = False
         environ = self._environ
         for key, before in self._prior.items():
-            now = environ[key] if key in environ else ABSENT
+            now = environ.get(key, ABSENT)
             if now != self._written[key]:
                 warnings.warn(
                     f"{key} was changed by someone else after apply ({now!r}, we wrote "
@@ -91,9 +92,7 @@ class Applied:
     def __enter__(self) -> Applied:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         self.teardown()
 
     def __repr__(self) -> str:
@@ -101,9 +100,7 @@ class Applied:
         return f"<Applied {state} {dict(self._written)!r}>"
 
 
-def apply(
-    topology: Topology, environ: MutableMapping[str, str] | None = None, *, ranks: bool = False
-) -> Applied:
+def apply(topology: Topology, environ: MutableMapping[str, str] | None = None, *, ranks: bool = False) -> Applied:
     """Write the topology's MASTER_ADDR/MASTER_PORT (and with `ranks`, WORLD_SIZE, RANK,
     LOCAL_RANK, NODE_RANK) into `environ` (default `os.environ`); use as a context manager or
     call `teardown()`."""

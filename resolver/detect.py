@@ -19,6 +19,11 @@ from resolver.sources import Detection, Source
 from resolver.sources.kubeflow import Kubeflow
 from resolver.sources.lightning import Lightning
 from resolver.sources.torchelastic import TorchElastic
+
+# (source imports: slurm)
+# (source imports: lsf)
+# (source imports: mpi)
+# (source imports: xla)
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -30,9 +35,17 @@ ENTRY_POINT_GROUP = "resolver.sources"
 
 DEFAULT: Source = Lightning()
 # Auto-detected, in order, before the plugins and the default. SLURM, LSF and MPI slot in here.
-DETECTION_ORDER: tuple[Source, ...] = (TorchElastic(),)
+DETECTION_ORDER: tuple[Source, ...] = (
+    TorchElastic(),
+    # (slurm)
+    # (lsf)
+    # (mpi)
+)
 # Known by name only.
-ON_REQUEST: tuple[Source, ...] = (Kubeflow(),)
+ON_REQUEST: tuple[Source, ...] = (
+    Kubeflow(),
+    # (xla)
+)
 
 
 def _plugin_sources() -> Iterator[Source]:

@@ -26,7 +26,7 @@ __all__ = [
 Environ = Mapping[str, str]
 
 MAX_DIGITS = 18  # any rank, size or job id fits; anything longer is garbage, refused before int()
-_DIGITS = re.compile(r"[0-9]{1,%d}" % MAX_DIGITS)
+_DIGITS = re.compile(f"[0-9]{{1,{MAX_DIGITS}}}")
 # host names, IPv4, IPv6 (optionally bracketed, with a %zone): no spaces, quotes or shell syntax
 ADDRESS_RE = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,255}")
 
@@ -48,8 +48,9 @@ def optional_text(environ: Environ, name: str) -> str | None:
     return environ.get(name)
 
 
-def _to_int(name: str, raw: str, minimum: int, maximum: int | None) -> int:
-    expected = f"a decimal integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+def _to_int(name: str, raw: str, minimum: int, maximum: int | None, expected: str = "") -> int:
+    if not expected:
+        expected = f"a decimal integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
     if not _DIGITS.fullmatch(raw):
         raise InvalidVariable(name, raw, expected)
     value = int(raw)
@@ -71,9 +72,7 @@ def integer(
     return _to_int(name, raw, minimum, maximum)
 
 
-def optional_integer(
-    environ: Environ, name: str, *, minimum: int = 0, maximum: int | None = None
-) -> int | None:
+def optional_integer(environ: Environ, name: str, *, minimum: int = 0, maximum: int | None = None) -> int | None:
     """A decimal integer if the variable is set, else None. Set but malformed is an error."""
     raw = environ.get(name)
     if raw is None:
@@ -82,7 +81,7 @@ def optional_integer(
 
 
 def check_port(name: str, raw: str) -> int:
-    return _to_int(name, raw, 1, 65535)
+    return _to_int(name, raw, 1, 65535, "a TCP port 1..65535")
 
 
 def port(environ: Environ, name: str, *, source: str | None = None) -> int:
@@ -92,9 +91,7 @@ def port(environ: Environ, name: str, *, source: str | None = None) -> int:
 
 def check_address(name: str, raw: str) -> str:
     if not ADDRESS_RE.fullmatch(raw):
-        raise InvalidVariable(
-            name, raw, "a host name or IP address (letters, digits, '.', '-', '_', ':', '[]', '%')"
-        )
+        raise InvalidVariable(name, raw, "a host name or IP address (letters, digits, '.', '-', '_', ':', '[]', '%')")
     return raw
 
 

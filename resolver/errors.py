@@ -1,12 +1,12 @@
 """One tree of errors. Every message names the variable (or probe), the value and what was expected.
 
-    TopologyError
-    ├── MissingVariable       (also KeyError)
-    ├── InvalidVariable       (also ValueError)
-    │   └── HostlistSyntaxError   points at the column
-    ├── InvalidTopology       (also ValueError)  a record field breaks an invariant
-    ├── InvalidSettings       (also ValueError)  devices/num_nodes disagree with the launcher
-    └── ProbeFailed           a probe could not answer
+TopologyError
+├── MissingVariable       (also KeyError)
+├── InvalidVariable       (also ValueError)
+│   └── HostlistSyntaxError   points at the column
+├── InvalidTopology       (also ValueError)  a record field breaks an invariant
+├── InvalidSettings       (also ValueError)  devices/num_nodes disagree with the launcher
+└── ProbeFailed           a probe could not answer
 """
 
 from __future__ import annotations
@@ -77,9 +77,7 @@ class HostlistSyntaxError(InvalidVariable):
         window = text[start : start + 120]
         lead = "..." if start else ""
         caret = " " * (len(lead) + position - start) + "^"
-        TopologyError.__init__(
-            self, f"{variable}: {reason} at column {position + 1}\n    {lead}{window}\n    {caret}"
-        )
+        TopologyError.__init__(self, f"{variable}: {reason} at column {position + 1}\n    {lead}{window}\n    {caret}")
         self.variable = variable
         self.value = text
         self.expected = reason

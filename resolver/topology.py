@@ -122,13 +122,9 @@ class Topology:
             raise InvalidTopology("node_rank", self.node_rank, f"< num_nodes ({self.num_nodes})")
         if self.local_world_size is not None:
             if self.local_rank >= self.local_world_size:
-                raise InvalidTopology(
-                    "local_rank", self.local_rank, f"< local_world_size ({self.local_world_size})"
-                )
+                raise InvalidTopology("local_rank", self.local_rank, f"< local_world_size ({self.local_world_size})")
             if self.local_world_size > self.world_size:
-                raise InvalidTopology(
-                    "local_world_size", self.local_world_size, f"<= world_size ({self.world_size})"
-                )
+                raise InvalidTopology("local_world_size", self.local_world_size, f"<= world_size ({self.world_size})")
         if self.num_nodes is not None and self.num_nodes > self.world_size:
             raise InvalidTopology("num_nodes", self.num_nodes, f"<= world_size ({self.world_size})")
 
@@ -196,7 +192,8 @@ class Topology:
             parts.append(f"main {host}:{self.main_port if self.main_port is not None else '?'}")
         parts.append("external" if self.creates_processes_externally else "spawns")
         if self.job_id is not None:
-            parts.append(f"job {self.job_id}")
+            plain = self.job_id.isprintable() and not any(c.isspace() for c in self.job_id) and self.job_id
+            parts.append(f"job {self.job_id if plain else repr(self.job_id)}")
         if self.warnings:
             parts.append(f"({len(self.warnings)} warning{'s' if len(self.warnings) > 1 else ''})")
         return " ".join(parts)

@@ -77,9 +77,7 @@ class Builder:
 
     def build(self) -> Topology:
         try:
-            return Topology(
-                source=self.source, provenance=self.provenance, warnings=self.warnings, **self.values
-            )
+            return Topology(source=self.source, provenance=self.provenance, warnings=self.warnings, **self.values)
         except InvalidTopology as exc:
             origin = self.provenance.get(exc.field, "")
             if origin.startswith("probe:"):

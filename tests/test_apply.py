@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from resolver import Topology, TopologyWarning, apply
+
+T = Topology(
+    source="torchelastic",
+    world_size=4,
+    global_rank=1,
+    local_rank=1,
+    node_rank=0,
+    main_address="10.0.0.1",
+    main_port=29500,
+    creates_processes_externally=True,
+)
+
+
+def test_writes_and_restores_exactly() -> None:
+    env = {"MASTER_PORT": "1", "UNRELATED": "u"}
+    with apply(T, env) as applied:
+        assert env == {"MASTER_PORT": "29500", "MASTER_ADDR": "10.0.0.1", "UNRELATED": "u"}
+        assert dict(applied.written) == {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    assert env == {"MASTER_PORT": "1", "UNRELATED": "u"}
+    assert not applied.active
+
+
+def test_ranks_for_env_init() -> None:
+    env: dict[str, str] = {"WORLD_SIZE": "99"}
+    applied = apply(T, env, ranks=True)
+    assert env == {
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29500",
+        "WORLD_SIZE": "4",
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "NODE_RANK": "0",
+    }
+    applied.teardown()
+    assert env == {"WORLD_SIZE": "99"}  # Lightning's teardown would have deleted it
+
+
+def test_teardown_is_idempotent_and_leaves_foreign_changes_with_a_warning() -> None:
+    env: dict[str, str] = {}
+    applied = apply(T, env)
+    env["MASTER_PORT"] = "777"
+    with pytest.warns(TopologyWarning, match="MASTER_PORT was changed by someone else"):
+        applied.teardown()
+    assert env == {"MASTER_PORT": "777"}
+    applied.teardown()
+    assert env == {"MASTER_PORT": "777"}
+
+
+def test_foreign_delete_is_left_alone() -> None:
+    env: dict[str, str] = {"MASTER_ADDR": "old"}
+    applied = apply(T, env)
+    del env["MASTER_ADDR"]
+    with pytest.warns(TopologyWarning, match="MASTER_ADDR"):
+        applied.teardown()
+    assert env == {}
+
+
+def test_nested_in_order() -> None:
+    env: dict[str, str] = {"MASTER_ADDR": "orig"}
+    outer = apply(T, env)
+    inner = apply(attrs.evolve(T, main_address="10.9.9.9"), env)
+    assert env["MASTER_ADDR"] == "10.9.9.9"
+    inner.teardown()
+    assert env["MASTER_ADDR"] == "10.0.0.1"
+    outer.teardown()
+    assert env == {"MASTER_ADDR": "orig"}
+
+
+def test_none_address_and_port_write_nothing() -> None:
+    xla = Topology(source="xla", world_size=2, global_rank=0, local_rank=0, node_rank=0)
+    env: dict[str, str] = {}
+    with apply(xla, env):
+        assert env == {}
+
+
+def test_refuses_a_non_topology() -> None:
+    with pytest.raises(TypeError, match="Topology"):
+        apply({"MASTER_ADDR": "x"}, {})  # type: ignore[arg-type]
+
+
+class Exploding(dict[str, str]):
+    def __setitem__(self, key: str, value: str) -> None:
+        if key == "MASTER_PORT":
+            raise OSError("no room")
+        super().__setitem__(key, value)
+
+
+def test_a_failed_write_undoes_the_earlier_ones() -> None:
+    env = Exploding({"MASTER_ADDR": "before"})
+    with pytest.raises(OSError, match="no room"):
+        apply(T, env)
+    assert dict(env) == {"MASTER_ADDR": "before"}
+
+
+keys = st.sampled_from(["MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "OTHER"])
+
+
+@given(st.dictionaries(keys, st.text(max_size=5)), st.booleans())
+def test_apply_then_teardown_leaves_any_mapping_as_it_was(before: dict[str, str], ranks: bool) -> None:
+    env = dict(before)
+    with apply(T, env, ranks=ranks):
+        pass
+    assert env == before
+
+
+def test_real_os_environ_in_a_subprocess() -> None:
+    code = (
+        "import os, resolver;"
+        "os.environ['MASTER_PORT']='5';"
+        "before=dict(os.environ);"
+        "t=resolver.resolve({}, __import__('probes').fake(free_port=1234));"
+        "a=resolver.apply(t, ranks=True);"
+        "assert os.environ['MASTER_PORT']=='1234' and os.environ['RANK']=='0';"
+        "a.teardown();"
+        "assert dict(os.environ)==before, set(os.environ.items())^set(before.items());"
+        "print('ok')"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "RANK")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr

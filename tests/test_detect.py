@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import probes
+import resolver
+from resolver import Detection, InvalidSettings, Topology, TopologyError
+from resolver.detect import DEFAULT, DETECTION_ORDER
+
+
+class Custom:
+    name = "custom"
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> bool:
+        return "CUSTOM" in environ
+
+    def resolve(self, environ: Mapping[str, str], probes: probes.Probes) -> Topology:
+        return Topology(source="custom", world_size=1, global_rank=0, local_rank=0, node_rank=0)
+
+
+def test_order_is_data_and_the_default_is_last() -> None:
+    names = [s.name for s in resolver.sources()]
+    assert names[0] == "torchelastic"
+    assert names.index("lightning") == len(DETECTION_ORDER)
+    assert [s.name for s in resolver.sources(auto_only=True)][-1] == DEFAULT.name == "lightning"
+    assert "kubeflow" not in [s.name for s in resolver.sources(auto_only=True)]
+
+
+def test_forced_source_by_name_and_instance() -> None:
+    env = {"TORCHELASTIC_RUN_ID": "x", "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
+    assert resolver.resolve(env, probes.fake()).source == "torchelastic"
+    assert resolver.resolve(env, probes.fake(free_port=5), source="lightning").source == "lightning"
+    assert resolver.resolve({}, probes.fake(), source=Custom()).source == "custom"
+
+
+def test_unknown_source_and_non_source() -> None:
+    with pytest.raises(InvalidSettings, match=r"source='pbs' is not a known source: expected one of torchelastic"):
+        resolver.resolve({}, probes.fake(), source="pbs")
+    with pytest.raises(InvalidSettings, match="is not a source"):
+        resolver.resolve({}, probes.fake(), source=object())  # type: ignore[arg-type]
+
+
+def test_environ_must_be_a_mapping() -> None:
+    with pytest.raises(TypeError, match="Mapping"):
+        resolver.resolve([("A", "1")], probes.fake())  # type: ignore[arg-type]
+
+
+def test_explain_lists_every_candidate_in_order() -> None:
+    env = {"TORCHELASTIC_RUN_ID": "x", "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
+    e = resolver.explain(env)
+    assert [c.name for c in e.candidates] == [s.name for s in resolver.sources()]
+    assert e.chosen == "torchelastic"
+    assert e.why == "first match in detection order"
+    first = e.candidates[0]
+    assert first.detection == Detection(True, "TORCHELASTIC_RUN_ID is set (torchrun worker)", ("TORCHELASTIC_RUN_ID",))
+    text = str(e)
+    assert text.splitlines()[0].startswith("* torchelastic")
+    assert text.endswith("chosen: torchelastic: first match in detection order")
+    assert json.loads(json.dumps(e.to_dict()))["chosen"] == "torchelastic"
+    assert resolver.explain({}).why == "no launcher matched, so the default applies"
+    assert resolver.explain(env, source="kubeflow").why == "forced with source='kubeflow'"
+
+
+def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
+    (tmp_path / "pbs_source.py").write_text(
+        textwrap.dedent("""
+        from resolver import Topology
+        class Pbs:
+            name = "pbs"
+            def detect(self, environ):
+                return "PBS_JOBID" in environ
+            def resolve(self, environ, probes):
+                return Topology(source="pbs", world_size=1, global_rank=0, local_rank=0, node_rank=0)
+    """)
+    )
+    dist = tmp_path / "pbs_source-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pbs-source\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[resolver.sources]\npbs = pbs_source:Pbs\n")
+    code = (
+        "import resolver, probes;"
+        "print(resolver.resolve({'PBS_JOBID': '1'}, probes.fake()).source,"
+        " resolver.resolve({}, probes.fake(), source='pbs').source,"
+        " resolver.resolve({}, probes.fake(free_port=9)).source,"
+        " [s.name for s in resolver.sources()][-3:])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": f"{tmp_path}:{Path.cwd()}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.split(maxsplit=3)[:3] == ["pbs", "pbs", "lightning"]
+    assert "'pbs', 'lightning', 'kubeflow'" in out.stdout
+
+
+environs = st.dictionaries(
+    st.sampled_from(
+        [
+            "TORCHELASTIC_RUN_ID",
+            "WORLD_SIZE",
+            "RANK",
+            "LOCAL_RANK",
+            "GROUP_RANK",
+            "LOCAL_WORLD_SIZE",
+            "GROUP_WORLD_SIZE",
+            "NODE_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "STANDALONE_PORT",
+            "TORCHELASTIC_RESTART_COUNT",
+            "SLURM_NTASKS",
+            "SLURM_PROCID",
+            "SLURM_JOB_NAME",
+            "SLURM_NODELIST",
+            "SLURM_TASKS_PER_NODE",
+            "SLURM_STEP_ID",
+            "SLURM_JOB_ID",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK",
+            "PMI_SIZE",
+            "PMI_RANK",
+            "LSB_JOBID",
+            "JSM_NAMESPACE_SIZE",
+        ]
+    )
+    | st.text(max_size=8),
+    st.text(max_size=12) | st.sampled_from(["0", "1", "2", "4", "65535", "65536", "-1", "١", "host", "a[1-3]"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=400)
+@given(environs, st.sampled_from([None, "torchelastic", "kubeflow", "lightning"]))
+def test_any_mapping_gives_a_topology_or_a_topology_error(env: dict[str, str], source: str | None) -> None:
+    fake = probes.fake(hostname="vm", free_port=29500, files={}, which={})
+    try:
+        t = resolver.resolve(env, fake, source=source)
+    except TopologyError:
+        return
+    assert isinstance(t, Topology)
+    assert Topology.from_dict(t.to_dict()) == t

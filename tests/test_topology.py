@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from resolver import SCHEMA, InvalidTopology, Topology, TopologyError
+
+BASE: dict[str, Any] = {
+    "source": "torchelastic",
+    "world_size": 8,
+    "global_rank": 3,
+    "local_rank": 1,
+    "node_rank": 1,
+    "num_nodes": 2,
+    "local_world_size": 4,
+    "main_address": "10.1.2.3",
+    "main_port": 29500,
+    "creates_processes_externally": True,
+}
+
+
+def test_one_line_str_for_job_logs() -> None:
+    assert str(Topology(**BASE)) == "torchelastic rank 3/8 local 1/4 node 1/2 main 10.1.2.3:29500 external"
+
+
+def test_str_marks_unknowns_ipv6_and_warnings() -> None:
+    t = Topology(
+        source="lightning",
+        world_size=1,
+        global_rank=0,
+        local_rank=0,
+        node_rank=0,
+        main_address="fe80::1",
+        main_port=1,
+        warnings=["w"],
+    )
+    assert str(t) == "lightning rank 0/1 local 0/? node 0/? main [fe80::1]:1 spawns (1 warning)"
+
+
+def test_frozen_slotted_keyword_only() -> None:
+    t = Topology(**BASE)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        t.world_size = 2  # type: ignore[misc]
+    assert not hasattr(t, "__dict__")
+    with pytest.raises(TypeError):
+        Topology("torchelastic", 1, 0, 0, 0)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "expected"),
+    [
+        ({"world_size": 0}, "world_size", ">= 1"),
+        ({"world_size": True}, "world_size", "an int"),
+        ({"global_rank": -1}, "global_rank", ">= 0"),
+        ({"global_rank": 8}, "global_rank", "< world_size (8)"),
+        ({"local_rank": 4}, "local_rank", "< local_world_size (4)"),
+        ({"local_rank": -1}, "local_rank", ">= 0"),
+        ({"node_rank": 2}, "node_rank", "< num_nodes (2)"),
+        ({"node_rank": -3}, "node_rank", ">= 0"),
+        ({"num_nodes": 9}, "num_nodes", "<= world_size"),
+        ({"local_world_size": 9}, "local_world_size", "<= world_size"),
+        ({"main_port": 0}, "main_port", "1..65535"),
+        ({"main_port": 65536}, "main_port", "1..65535"),
+        ({"main_port": "29500"}, "main_port", "1..65535"),
+        ({"main_address": ""}, "main_address", "host name"),
+        ({"main_address": "a b"}, "main_address", "without whitespace"),
+        ({"main_address": "host\n"}, "main_address", "without whitespace"),
+        ({"main_address": "$(reboot)"}, "main_address", "host name"),
+        ({"source": "Not A Name"}, "source", "source name"),
+        ({"creates_processes_externally": 1}, "creates_processes_externally", "a bool"),
+        ({"job_id": 5}, "job_id", "str or None"),
+        ({"provenance": {"nope": "env:X"}}, "provenance", "field name"),
+        ({"warnings": "one string"}, "warnings", "sequence of strings"),
+    ],
+)
+def test_invariants(change: dict[str, Any], field: str, expected: str) -> None:
+    with pytest.raises(InvalidTopology) as info:
+        Topology(**{**BASE, **change})
+    assert info.value.field == field
+    assert expected in str(info.value)
+    assert isinstance(info.value, (TopologyError, ValueError))
+
+
+def test_evolve_revalidates() -> None:
+    with pytest.raises(InvalidTopology):
+        attrs.evolve(Topology(**BASE), global_rank=100)
+
+
+def test_hashable_and_provenance_is_read_only() -> None:
+    t = Topology(**BASE, provenance={"world_size": "env:WORLD_SIZE"})
+    assert hash(t) == hash(Topology(**BASE))
+    with pytest.raises(TypeError):
+        t.provenance["world_size"] = "x"  # type: ignore[index]
+
+
+def test_to_dict_is_json_safe_with_schema() -> None:
+    t = Topology(**BASE, provenance={"world_size": "env:WORLD_SIZE"}, warnings=["careful"])
+    data = t.to_dict()
+    assert data["schema"] == SCHEMA == 1
+    assert json.loads(json.dumps(data)) == data
+    assert Topology.from_dict(data) == t
+    assert Topology.from_json(t.to_json()) == t
+    assert Topology.from_dict(data).provenance == t.provenance
+
+
+@pytest.mark.parametrize(
+    ("tamper", "field"),
+    [
+        ({"schema": 2}, "schema"),
+        ({"schema": True}, "schema"),
+        ({"schema": None}, "schema"),
+        ({"extra": 1}, "extra"),
+        ({"world_size": "8"}, "world_size"),
+        ({"global_rank": 99}, "global_rank"),
+        ({"warnings": "x"}, "warnings"),
+        ({"provenance": ["x"]}, "provenance"),
+    ],
+)
+def test_from_dict_refuses_tampered_records(tamper: dict[str, Any], field: str) -> None:
+    data = {**Topology(**BASE).to_dict(), **tamper}
+    with pytest.raises(InvalidTopology) as info:
+        Topology.from_dict(data)
+    assert info.value.field == field
+
+
+def test_from_dict_missing_field_and_not_a_mapping() -> None:
+    data = Topology(**BASE).to_dict()
+    del data["world_size"]
+    with pytest.raises(TopologyError, match="required"):
+        Topology.from_dict(data)
+    with pytest.raises(TopologyError):
+        Topology.from_dict([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TopologyError):
+        Topology.from_json("{not json")
+
+
+names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789.-"), min_size=1, max_size=30)
+optional_text = st.none() | st.text(max_size=20)
+
+
+@st.composite
+def topologies(draw: st.DrawFn) -> Topology:
+    world = draw(st.integers(1, 10_000))
+    local_world = draw(st.none() | st.integers(1, world))
+    nodes = draw(st.none() | st.integers(1, world))
+    return Topology(
+        source=draw(st.sampled_from(["torchelastic", "slurm", "mpi", "lightning", "kubeflow", "lsf", "xla"])),
+        world_size=world,
+        global_rank=draw(st.integers(0, world - 1)),
+        local_rank=draw(st.integers(0, (local_world or 64) - 1)),
+        node_rank=draw(st.integers(0, (nodes or 64) - 1)),
+        num_nodes=nodes,
+        local_world_size=local_world,
+        main_address=draw(st.none() | names),
+        main_port=draw(st.none() | st.integers(1, 65535)),
+        creates_processes_externally=draw(st.booleans()),
+        job_id=draw(optional_text),
+        job_name=draw(optional_text),
+        restart_count=draw(st.none() | st.integers(0, 100)),
+        provenance=draw(st.dictionaries(st.sampled_from(["world_size", "main_port"]), st.text(max_size=10))),
+        warnings=draw(st.lists(st.text(max_size=10), max_size=3)),
+    )
+
+
+@given(topologies())
+def test_round_trip(t: Topology) -> None:
+    assert Topology.from_dict(t.to_dict()) == t
+    assert Topology.from_json(t.to_json()) == t
+    line = str(t)
+    assert line.startswith(f"{t.source} rank {t.global_rank}/{t.world_size} ")
+    assert "\n" not in line and "\r" not in line  # one line in a job log, whatever the job id
