@@ -12,13 +12,16 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import attrs
+
 from resolver.errors import InvalidSettings, TopologyError
 from resolver.sources import Detection, Source
 from resolver.sources.kubeflow import Kubeflow
 from resolver.sources.lightning import Lightning
 from resolver.sources.torchelastic import TorchElastic
 
-# (source imports: slurm)
+from resolver.sources.slurm import Slurm
+
 # (source imports: lsf)
 # (source imports: mpi)
 # (source imports: xla)
@@ -35,7 +38,7 @@ DEFAULT: Source = Lightning()
 # Auto-detected, in order, before the plugins and the default. SLURM, LSF and MPI slot in here.
 DETECTION_ORDER: tuple[Source, ...] = (
     TorchElastic(),
-    # (slurm)
+    Slurm(),
     # (lsf)
     # (mpi)
 )
@@ -117,18 +120,21 @@ def _detect(candidate: Source, environ: Mapping[str, str]) -> Detection:
     return Detection(bool(found), "detect() returned " + repr(bool(found)))
 
 
-def _choose(environ: Mapping[str, str], source: str | Source | None) -> Source:
-    if source is None:
-        for candidate in DETECTION_ORDER:
-            if _detect(candidate, environ):
-                return candidate
-        for candidate in _plugin_sources():
-            if getattr(candidate, "auto", True) and _detect(candidate, environ):
-                return candidate
-        return DEFAULT
-    if isinstance(source, str):
-        return _by_name(source)
-    return _as_source(source, f"source={source!r}")
+def _choose(environ: Mapping[str, str], source: str | Source | None) -> tuple[Source, tuple[str, ...]]:
+    """The source to use, and the warnings of the sources that declined on the way to the default."""
+    if source is not None:
+        return (_by_name(source) if isinstance(source, str) else _as_source(source, f"source={source!r}")), ()
+    notes = []
+    for candidate in DETECTION_ORDER:
+        found = _detect(candidate, environ)
+        if found:
+            return candidate, ()
+        if found.warning:
+            notes.append(found.warning)
+    for candidate in _plugin_sources():
+        if getattr(candidate, "auto", True) and _detect(candidate, environ):
+            return candidate, ()
+    return DEFAULT, tuple(notes)
 
 
 def resolve(
@@ -140,7 +146,7 @@ def resolve(
     """
     if not isinstance(environ, Mapping):
         raise TypeError(f"environ must be a Mapping[str, str], got {type(environ).__name__}")
-    chosen = _choose(environ, source)
+    chosen, notes = _choose(environ, source)
     if probes is None:
         from probes import system
 
@@ -148,6 +154,8 @@ def resolve(
     topology = chosen.resolve(environ, probes)
     if not isinstance(topology, Topology):
         raise TopologyError(f"source {chosen.name!r} returned {type(topology).__name__}, not a Topology")
+    if notes:
+        topology = attrs.evolve(topology, warnings=(*notes, *topology.warnings))
     return topology
 
 
@@ -198,7 +206,7 @@ def explain(
     for candidate in sources():
         auto = bool(getattr(candidate, "auto", True))
         candidates.append(Candidate(candidate.name, auto, _detect(candidate, environ)))
-    chosen = _choose(environ, source)
+    chosen, _ = _choose(environ, source)
     if source is not None:
         why = f"forced with source={chosen.name!r}"
     elif chosen is DEFAULT:

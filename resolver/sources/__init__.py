@@ -31,6 +31,9 @@ class Detection(NamedTuple):
     matched: bool
     reason: str
     variables: tuple[str, ...] = ()
+    # set by a source that declines but has something to tell: it becomes a warning of the
+    # topology that the default source resolves (e.g. "this is the SLURM batch script itself")
+    warning: str | None = None
 
     def __bool__(self) -> bool:
         return self.matched

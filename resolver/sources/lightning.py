@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
+from resolver.errors import ProbeFailed
 from resolver.sources import Builder, Detection
 from resolver.topology import Topology
 
@@ -72,4 +73,18 @@ class Lightning:
                     "LOCAL_RANK is set but MASTER_PORT is not: each process picked its own free port, "
                     "so they cannot meet; set MASTER_PORT to one port for all of them"
                 )
+        self._srun_unused(b, probes)
         return b.build()
+
+    @staticmethod
+    def _srun_unused(b: Builder, probes: Probes) -> None:
+        """Lightning's warning: srun is on PATH, yet the default source resolved this process."""
+        try:
+            srun = probes.which("srun")
+        except ProbeFailed:  # an optional hint: a probe that cannot answer just means no hint
+            return
+        if srun is not None:
+            b.warn(
+                f"the srun command is available ({srun}) but did not start this process; to run on SLURM, "
+                "start it with srun (e.g. srun python train.py)"
+            )

@@ -1,0 +1,216 @@
+"""SLURM: an srun task, in step scope when inside an allocation.
+
+Who is an srun task (Lightning's intent, with its misses fixed):
+- `SLURM_NTASKS` must be set, and the process must be a task: `SLURM_STEP_ID` or `SLURM_PROCID`
+  set. The salloc shell has no `SLURM_PROCID`; the batch script has `ENVIRONMENT=BATCH` and no
+  `SLURM_STEP_ID`: both are one process, not task 0 of `SLURM_NTASKS`, and go to the next source.
+- The job names `bash` and `interactive` mean an interactive shell (`srun --pty bash`, salloc)
+  only for a one-task step; `srun -n4 bash -c "python train.py"` is a launch of four tasks.
+- A process started by `mpirun` inside the allocation carries the launcher's world size and rank
+  (`OMPI_COMM_WORLD_SIZE/RANK`, `PMI_SIZE/RANK`, `MV2_COMM_WORLD_SIZE/RANK`): when either
+  disagrees with SLURM's task count or `SLURM_PROCID` (which then describe mpirun's daemons),
+  the process is mpirun's, not srun's, and MPI resolves it. `srun --mpi=pmi2` sets the same
+  values as SLURM and stays SLURM.
+
+Step scope: inside an allocation each srun step has `SLURM_STEP_NODELIST`,
+`SLURM_STEP_NUM_TASKS`, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_STEP_NUM_NODES`; the job's
+variables describe the allocation, and steps inherit `SLURM_NTASKS_PER_NODE` even where it no
+longer fits. The step's variables win wherever they exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from resolver import environ as env
+from resolver import hostlist
+from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable
+from resolver.sources import Builder, Detection
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["INTERACTIVE_NAMES", "MPI_WORLD_VARIABLES", "Slurm", "local_tasks", "parse_tasks_per_node"]
+
+NAME = "slurm"
+INTERACTIVE_NAMES = ("bash", "interactive")
+# (size, rank) an MPI launcher gives its ranks; see the module docstring
+MPI_WORLD_VARIABLES = (
+    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+    ("PMI_SIZE", "PMI_RANK"),
+    ("MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"),
+)
+DEFAULT_PORT = 12910
+PORT_SCHEMES = ("lightning", "step")
+
+_TASKS_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")
+
+
+def parse_tasks_per_node(variable: str, text: str) -> list[tuple[int, int]]:
+    """`4(x2),2,1` -> [(4, 2), (2, 1), (1, 1)]: (tasks, number of nodes) groups, never expanded."""
+    expected = "a SLURM tasks-per-node list such as 4(x2),2,1"
+    groups = []
+    for item in text.split(","):
+        match = _TASKS_ITEM.fullmatch(item)
+        if not match:
+            raise InvalidVariable(variable, text, expected)
+        tasks, repeat = int(match[1]), int(match[2] or 1)
+        if tasks < 1 or repeat < 1:
+            raise InvalidVariable(variable, text, expected + " with counts >= 1")
+        groups.append((tasks, repeat))
+    return groups
+
+
+def local_tasks(groups: list[tuple[int, int]], node: int) -> int | None:
+    """Tasks on node index `node`, or None when the list covers fewer nodes."""
+    for tasks, repeat in groups:
+        if node < repeat:
+            return tasks
+        node -= repeat
+    return None
+
+
+def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:
+    """The step's variable when it is set, else the job's."""
+    return step if step in environ else job
+
+
+class Slurm:
+    """Lightning's SLURMEnvironment semantics, as a pure function, in step scope.
+
+    `port_scheme="lightning"` (default): `15000 + int(last four digits of SLURM_JOB_ID)`.
+    `port_scheme="step"`: `10000 + (SLURM_JOB_ID * 8191 + SLURM_STEP_ID) mod 50000`, deterministic
+    for every task of a step, and different for the concurrent steps of one job and for array
+    tasks whose last four digits collide. `MASTER_PORT` wins over either.
+    """
+
+    name = NAME
+    auto = True
+
+    def __init__(self, *, port_scheme: Literal["lightning", "step"] = "lightning") -> None:
+        if port_scheme not in PORT_SCHEMES:
+            raise InvalidSettings(f"port_scheme={port_scheme!r} is invalid: expected one of {', '.join(PORT_SCHEMES)}")
+        self.port_scheme = port_scheme
+
+    def __repr__(self) -> str:
+        return f"Slurm(port_scheme={self.port_scheme!r})"
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        if "SLURM_NTASKS" not in environ:
+            return Detection(False, "SLURM_NTASKS is not set: not inside a SLURM job")
+        in_step = "SLURM_STEP_ID" in environ
+        if not in_step and "SLURM_PROCID" not in environ:
+            return Detection(False, "no SLURM_PROCID: the salloc shell, not an srun task", ("SLURM_NTASKS",))
+        if not in_step and environ.get("ENVIRONMENT") == "BATCH":
+            reason = (
+                f"the SLURM batch script itself (ENVIRONMENT=BATCH, no SLURM_STEP_ID) is one process, not task 0 "
+                f"of SLURM_NTASKS={environ['SLURM_NTASKS']}"
+            )
+            return Detection(
+                False,
+                reason,
+                ("ENVIRONMENT", "SLURM_NTASKS", "SLURM_PROCID"),
+                warning=f"{reason}: resolved as a single process; start the tasks with srun",
+            )
+        tasks_var = _scoped(environ, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
+        tasks = environ[tasks_var]
+        name = environ.get("SLURM_JOB_NAME")
+        if name in INTERACTIVE_NAMES and tasks == "1":
+            return Detection(
+                False,
+                f"SLURM_JOB_NAME={name} with one task: an interactive shell (srun --pty bash / salloc)",
+                ("SLURM_JOB_NAME", tasks_var),
+            )
+        procid = environ.get("SLURM_PROCID")
+        for pair in MPI_WORLD_VARIABLES:
+            for variable, ours_var, ours in zip(pair, (tasks_var, "SLURM_PROCID"), (tasks, procid), strict=True):
+                if variable in environ and environ[variable] != ours:
+                    return Detection(
+                        False,
+                        f"{variable}={environ[variable]} differs from {ours_var}={ours}: started by mpirun inside "
+                        "the allocation, so MPI resolves it",
+                        (variable, ours_var),
+                    )
+        found = env.present(environ, "SLURM_STEP_ID", "SLURM_PROCID", tasks_var)
+        return Detection(True, "an srun task" + (" of a step" if in_step else ""), found)
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        tasks_var = _scoped(environ, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
+        world = b.env("world_size", env.integer(environ, tasks_var, minimum=1, source=NAME), tasks_var)
+        b.env("global_rank", env.integer(environ, "SLURM_PROCID", source=NAME), "SLURM_PROCID")
+        b.env("local_rank", env.integer(environ, "SLURM_LOCALID", source=NAME), "SLURM_LOCALID")
+        node = b.env("node_rank", env.integer(environ, "SLURM_NODEID", source=NAME), "SLURM_NODEID")
+
+        nodelist_var = _scoped(environ, "SLURM_STEP_NODELIST", "SLURM_NODELIST")
+        if nodelist_var not in environ and "SLURM_JOB_NODELIST" in environ:
+            nodelist_var = "SLURM_JOB_NODELIST"
+        nodelist = env.text(environ, nodelist_var, source=NAME, expected="a SLURM hostlist such as ci[1-2]")
+        try:
+            hosts = hostlist.count(nodelist)
+            head = hostlist.first(nodelist)
+        except HostlistSyntaxError as exc:
+            raise exc.for_variable(nodelist_var) from None
+        nodes_var = _scoped(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES")
+        nodes = env.optional_integer(environ, nodes_var, minimum=1)
+        if nodes is None:
+            b.set("num_nodes", hosts, f"formula:count of hosts in {nodelist_var}")
+        elif nodes != hosts:
+            raise InvalidVariable(nodes_var, str(nodes), f"the number of hosts in {nodelist_var}={nodelist} ({hosts})")
+        else:
+            b.env("num_nodes", nodes, nodes_var)
+
+        per_node_var = _scoped(environ, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
+        if per_node_var in environ:
+            groups = parse_tasks_per_node(per_node_var, environ[per_node_var])
+            covered = sum(repeat for _, repeat in groups)
+            total = sum(tasks * repeat for tasks, repeat in groups)
+            if covered != hosts or total != world:
+                raise InvalidVariable(
+                    per_node_var,
+                    environ[per_node_var],
+                    f"{hosts} node(s) ({nodelist_var}) holding {world} task(s) ({tasks_var}); "
+                    f"it describes {covered} node(s) holding {total}",
+                )
+            here = local_tasks(groups, node)
+            if here is not None:  # None: node_rank beyond the nodes; the record refuses it below
+                b.set("local_world_size", here, f"formula:entry {node} (SLURM_NODEID) of {per_node_var}")
+
+        if "MASTER_ADDR" in environ:
+            b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
+        else:
+            b.set("main_address", env.check_address(nodelist_var, head), f"formula:first host of {nodelist_var}")
+        self._port(b, environ)
+
+        b.set("creates_processes_externally", True, "source:slurm (srun starts every task)")
+        for field, var in (
+            ("job_id", "SLURM_JOB_ID"),
+            ("job_name", "SLURM_JOB_NAME"),
+            ("step_id", "SLURM_STEP_ID"),
+            ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+            ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+        ):
+            if var in environ:
+                b.env(field, environ[var], var)
+        restarts = env.optional_integer(environ, "SLURM_RESTART_COUNT")
+        if restarts is not None:
+            b.env("restart_count", restarts, "SLURM_RESTART_COUNT")
+        return b.build()
+
+    def _port(self, b: Builder, environ: Mapping[str, str]) -> None:
+        if "MASTER_PORT" in environ:
+            b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
+            return
+        job = env.optional_integer(environ, "SLURM_JOB_ID")
+        if job is None:
+            b.set("main_port", DEFAULT_PORT, f"default:{DEFAULT_PORT} (no SLURM_JOB_ID)")
+        elif self.port_scheme == "step":
+            step = env.optional_integer(environ, "SLURM_STEP_ID") or 0
+            port = 10000 + (job * 8191 + step) % 50000
+            b.set("main_port", port, "formula:10000 + (SLURM_JOB_ID * 8191 + SLURM_STEP_ID) % 50000")
+        else:
+            port = 15000 + int(environ["SLURM_JOB_ID"][-4:])
+            b.set("main_port", port, "formula:15000 + last four digits of SLURM_JOB_ID")

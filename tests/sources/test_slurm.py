@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import probes
+import resolver
+from resolver import HostlistSyntaxError, InvalidSettings, InvalidVariable, MissingVariable
+from resolver.sources.slurm import Slurm, local_tasks, parse_tasks_per_node
+from tests.conftest import captures, read_capture
+
+FAKE = probes.fake(which={"srun": "/usr/bin/srun"}, free_port=4242)
+TASKS = [p for p in captures("slurm/*/*.env") if "rank" in p.stem]
+NOT_TASKS = {  # capture -> why the default source resolves it
+    "b_sbatch_n2/batch": "batch script",
+    "c_salloc_n2/salloc-shell": "salloc shell",
+    "d_array/batch-task0": "batch script",
+    "d_array/batch-task1": "batch script",
+    "f_2node_salloc_N2_n2/salloc-shell": "salloc shell",
+    "f_2node_sbatch_N2_n3/batch": "batch script",
+    "g_2node_sbatch_substeps/batch": "batch script",
+    "e_jobname_bash/rank0": "one-task step named bash",
+    "e_jobname_interactive/rank0": "one-task step named interactive",
+}
+
+
+def name(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+@pytest.mark.parametrize("path", [p for p in TASKS if name(p) not in NOT_TASKS], ids=name)
+def test_every_real_srun_task(path: Path) -> None:
+    env = read_capture(path)
+    t = resolver.resolve(env, FAKE)
+    assert t.source == "slurm"
+    assert t.world_size == int(env["SLURM_STEP_NUM_TASKS"])
+    assert t.global_rank == int(env["SLURM_PROCID"])
+    assert t.local_rank == int(env["SLURM_LOCALID"])
+    assert t.node_rank == int(env["SLURM_NODEID"])
+    assert t.num_nodes == int(env["SLURM_STEP_NUM_NODES"])
+    assert t.main_port == 15000 + int(env["SLURM_JOB_ID"][-4:])
+    assert t.creates_processes_externally
+    assert (t.job_id, t.step_id) == (env["SLURM_JOB_ID"], env["SLURM_STEP_ID"])
+    assert t.provenance["world_size"] == "env:SLURM_STEP_NUM_TASKS"
+    assert t.warnings == ()
+
+
+@pytest.mark.parametrize("path", [p for p in captures("slurm/*/*.env") if name(p) in NOT_TASKS], ids=name)
+def test_shells_and_batch_scripts_go_to_the_default(path: Path) -> None:
+    t = resolver.resolve(read_capture(path), FAKE)
+    assert (t.source, t.world_size, t.global_rank) == ("lightning", 1, 0)
+    why = NOT_TASKS[name(path)]
+    assert any("srun command is available (/usr/bin/srun)" in w for w in t.warnings)
+    if why == "batch script":
+        assert any("batch script itself" in w for w in t.warnings)
+    reason = resolver.explain(read_capture(path)).candidates[1].detection.reason
+    assert {"batch script": "batch script itself", "salloc shell": "salloc shell"}.get(
+        why, "interactive shell"
+    ) in reason
+
+
+def job(folder: str) -> list[resolver.Topology]:
+    return [resolver.resolve(read_capture(p), FAKE) for p in captures(f"slurm/{folder}/*rank*.env")]
+
+
+@pytest.mark.parametrize(
+    ("folder", "step", "address", "layout"),
+    [
+        ("f_2node_srun_N2_n4", "", "ci1", [(0, 0, 3), (1, 0, 3), (2, 0, 3), (3, 1, 1)]),
+        ("f_2node_srun_N2_tpn2", "", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 2), (3, 1, 2)]),
+        ("h_4node_srun_N3_n9_noncontig", "", "ci1", [(r, r // 4, 4 if r < 8 else 1) for r in range(9)]),
+        ("f_2node_sbatch_N2_n3", "step0", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1)]),
+        ("g_2node_sbatch_substeps", "step1", "ci2", [(0, 0, 1)]),  # a one-node step inside a two-node job
+        ("g_2node_sbatch_substeps", "step2", "ci1", [(0, 0, 1), (1, 1, 1)]),
+    ],
+)
+def test_whole_jobs_agree(folder: str, step: str, address: str, layout: list[tuple[int, int, int]]) -> None:
+    tops = [
+        t for p, t in zip(captures(f"slurm/{folder}/*rank*.env"), job(folder), strict=True) if p.stem.startswith(step)
+    ]
+    assert sorted((t.global_rank, t.node_rank, t.local_world_size) for t in tops) == layout
+    assert {(t.main_address, t.main_port) for t in tops} == {(address, tops[0].main_port)}
+
+
+def test_array_tasks_and_the_step_port_scheme() -> None:
+    t0, t1 = (read_capture(p) for p in captures("slurm/d_array/step0-task*-rank0.env"))
+    a, b = resolver.resolve(t0, FAKE), resolver.resolve(t1, FAKE)
+    assert (a.array_job_id, a.array_task_id, b.array_task_id) == ("5", "0", "1")
+    step = Slurm(port_scheme="step")
+    pa, pb = resolver.resolve(t0, FAKE, source=step), resolver.resolve(t1, FAKE, source=step)
+    assert pa.main_port != pb.main_port
+    assert pa.provenance["main_port"].startswith("formula:10000 + (SLURM_JOB_ID * 8191")
+    # steps of one job running at once get different ports
+    s0 = {**t0, "SLURM_JOB_ID": "20005", "SLURM_STEP_ID": "0"}
+    s1 = {**s0, "SLURM_STEP_ID": "1"}
+    assert resolver.resolve(s0, FAKE, source=step).main_port != resolver.resolve(s1, FAKE, source=step).main_port
+    # ... and Lightning's formula collides on the last four digits
+    assert resolver.resolve(s0, FAKE).main_port == resolver.resolve({**s0, "SLURM_JOB_ID": "10005"}, FAKE).main_port
+    with pytest.raises(InvalidSettings, match="port_scheme='random' is invalid"):
+        Slurm(port_scheme="random")  # type: ignore[arg-type]
+
+
+BASE = read_capture(captures("slurm/f_2node_srun_N2_n4/rank3.env")[0])
+
+
+def test_srun_bash_c_with_four_tasks_is_a_launch() -> None:
+    assert BASE["SLURM_JOB_NAME"] == "bash"  # captured from `srun -N2 -n4 bash -c ...`
+    assert resolver.resolve(BASE, FAKE).source == "slurm"
+
+
+def test_master_variables_win() -> None:
+    t = resolver.resolve({**BASE, "MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "2222"}, FAKE)
+    assert (t.main_address, t.main_port) == ("10.0.0.9", 2222)
+    no_job = {k: v for k, v in BASE.items() if k != "SLURM_JOB_ID"}
+    assert resolver.resolve(no_job, FAKE).main_port == 12910
+
+
+def test_job_scope_without_step_variables() -> None:
+    env = {k: v for k, v in BASE.items() if not k.startswith("SLURM_STEP_")} | {"SLURM_PROCID": "3"}
+    t = resolver.resolve(env, FAKE)
+    assert (t.world_size, t.local_world_size, t.provenance["world_size"]) == (4, 1, "env:SLURM_NTASKS")
+
+
+@pytest.mark.parametrize(
+    ("change", "variable", "expected"),
+    [
+        ({"SLURM_PROCID": "4"}, "SLURM_PROCID", "< world_size (4) (world_size from SLURM_STEP_NUM_TASKS=4)"),
+        ({"SLURM_PROCID": "-1"}, "SLURM_PROCID", "decimal integer"),
+        ({"SLURM_LOCALID": "1"}, "SLURM_LOCALID", "< local_world_size (1)"),
+        ({"SLURM_NODEID": "2"}, "SLURM_NODEID", "< num_nodes (2)"),
+        ({"SLURM_STEP_NUM_TASKS": "x"}, "SLURM_STEP_NUM_TASKS", "decimal integer >= 1"),
+        ({"SLURM_STEP_NUM_NODES": "3"}, "SLURM_STEP_NUM_NODES", "the number of hosts in SLURM_STEP_NODELIST"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "3(x"}, "SLURM_STEP_TASKS_PER_NODE", "tasks-per-node list"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2,2,1"}, "SLURM_STEP_TASKS_PER_NODE", "it describes 3 node(s) holding 5"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "0(x2)"}, "SLURM_STEP_TASKS_PER_NODE", "counts >= 1"),
+        ({"SLURM_JOB_ID": "1x"}, "SLURM_JOB_ID", "decimal integer"),
+        ({"SLURM_RESTART_COUNT": "once"}, "SLURM_RESTART_COUNT", "decimal integer"),
+        ({"MASTER_PORT": "65536"}, "MASTER_PORT", "TCP port"),
+    ],
+)
+def test_bad_values_name_the_variable(change: dict[str, str], variable: str, expected: str) -> None:
+    with pytest.raises(InvalidVariable) as info:
+        resolver.resolve({**BASE, **change}, FAKE)
+    assert info.value.variable == variable
+    assert expected in str(info.value)
+
+
+def test_bad_nodelist_points_at_the_column() -> None:
+    with pytest.raises(HostlistSyntaxError) as info:
+        resolver.resolve({**BASE, "SLURM_STEP_NODELIST": "ci[2-1]"}, FAKE)
+    assert info.value.variable == "SLURM_STEP_NODELIST"
+    assert str(info.value).startswith("SLURM_STEP_NODELIST: ")
+    assert "^" in str(info.value)
+
+
+@pytest.mark.parametrize("variable", ["SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID"])
+def test_missing_task_variables(variable: str) -> None:
+    env = {k: v for k, v in BASE.items() if k != variable}
+    with pytest.raises(MissingVariable) as info:
+        resolver.resolve(env, FAKE, source="slurm")
+    assert info.value.variable == variable
+
+
+def test_missing_nodelist() -> None:
+    env = {k: v for k, v in BASE.items() if "NODELIST" not in k}
+    with pytest.raises(MissingVariable, match="SLURM_NODELIST is not set"):
+        resolver.resolve(env, FAKE)
+
+
+def test_mpirun_inside_an_allocation_is_not_srun() -> None:
+    mpirun = {**BASE, "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "5"}
+    detection = Slurm().detect(mpirun)
+    assert not detection
+    assert "OMPI_COMM_WORLD_SIZE=8 differs from SLURM_STEP_NUM_TASKS=4" in detection.reason
+    same_size_other_rank = {**BASE, "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "0"}
+    assert "OMPI_COMM_WORLD_RANK=0 differs from SLURM_PROCID=3" in Slurm().detect(same_size_other_rank).reason
+    pmi2 = {**BASE, "PMI_SIZE": "4", "PMI_RANK": "3"}  # srun --mpi=pmi2 agrees with SLURM
+    assert Slurm().detect(pmi2)
+
+
+def test_validate_uses_this_nodes_tasks() -> None:
+    node0 = resolver.resolve(read_capture(captures("slurm/f_2node_srun_N2_n4/rank0.env")[0]), FAKE)
+    node1 = resolver.resolve(BASE, FAKE)
+    resolver.validate(node0, devices=3, num_nodes=2)  # heterogeneous 3,1: Lightning raises here
+    resolver.validate(node1, devices=1, num_nodes=2)
+    with pytest.raises(InvalidSettings, match=r"HINT: set devices=3"):
+        resolver.validate(node0, devices=4, num_nodes=2)
+    with pytest.raises(InvalidSettings, match=r"HINT: set num_nodes=2"):
+        resolver.validate(node0, devices=3, num_nodes=1)
+
+
+def test_inherited_ntasks_per_node_does_not_mislead() -> None:
+    step1 = read_capture(captures("slurm/g_2node_sbatch_substeps/step1-rank0.env")[0])
+    assert step1["SLURM_NTASKS_PER_NODE"] == "2"  # inherited from the job, wrong for this step
+    t = resolver.resolve(step1, FAKE)
+    assert t.local_world_size == 1
+    resolver.validate(t, devices=1, num_nodes=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "groups"),
+    [("4", [(4, 1)]), ("1(x2)", [(1, 2)]), ("3,1", [(3, 1), (1, 1)]), ("4(x2),2,1", [(4, 2), (2, 1), (1, 1)])],
+)
+def test_tasks_per_node_grammar(text: str, groups: list[tuple[int, int]]) -> None:
+    assert parse_tasks_per_node("V", text) == groups
+
+
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(1, 50)), min_size=1, max_size=8))
+def test_local_tasks_matches_the_expanded_list(groups: list[tuple[int, int]]) -> None:
+    text = ",".join(f"{t}(x{r})" if r > 1 else str(t) for t, r in groups)
+    expanded = [t for t, r in groups for _ in range(r)]
+    parsed = parse_tasks_per_node("V", text)
+    assert [local_tasks(parsed, i) for i in range(len(expanded) + 1)] == [*expanded, None]
+
+
+def test_huge_nodelist_is_cheap() -> None:
+    env = {
+        **BASE,
+        "SLURM_STEP_NODELIST": "n[0000001-1000000]",
+        "SLURM_STEP_NUM_NODES": "1000000",
+        "SLURM_STEP_NUM_TASKS": "1000000",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x1000000)",
+        "SLURM_PROCID": "999999",
+        "SLURM_NODEID": "999999",
+        "SLURM_LOCALID": "0",
+    }
+    t = resolver.resolve(env, FAKE)
+    assert (t.main_address, t.num_nodes, t.local_world_size) == ("n0000001", 1_000_000, 1)
