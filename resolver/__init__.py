@@ -6,6 +6,7 @@
 1
 """
 
+from resolver import requeue
 from resolver.apply import Applied, apply
 from resolver.detect import Explanation, explain, resolve, sources
 from resolver.errors import (
@@ -42,6 +43,7 @@ __all__ = [
     "TopologyWarning",
     "__version__",
     "apply",
+    "requeue",
     "explain",
     "resolve",
     "sources",
