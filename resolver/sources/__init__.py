@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from resolver.environ import check_address, check_port, optional_integer
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed
 from resolver.topology import Topology
 
@@ -74,6 +75,25 @@ class Builder:
 
     def env(self, field: str, value: Any, variable: str) -> Any:
         return self.set(field, value, f"env:{variable}")
+
+    def optional_int(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
+        """Take `field` from `variable` when it is set; None (and nothing recorded) otherwise."""
+        value = optional_integer(self.environ, variable, minimum=minimum)
+        if value is not None:
+            self.env(field, value, variable)
+        return value
+
+    def optional_address(self, variable: str = "MASTER_ADDR") -> str | None:
+        if variable not in self.environ:
+            return None
+        address: str = self.env("main_address", check_address(variable, self.environ[variable]), variable)
+        return address
+
+    def optional_port(self, variable: str = "MASTER_PORT") -> int | None:
+        if variable not in self.environ:
+            return None
+        port: int = self.env("main_port", check_port(variable, self.environ[variable]), variable)
+        return port
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

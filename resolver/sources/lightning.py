@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver import environ as env
 from resolver.errors import ProbeFailed
 from resolver.sources import Builder, Detection
 from resolver.topology import Topology
@@ -41,32 +40,16 @@ class Lightning:
             ("global_rank", "RANK", 0, 0),
             ("local_rank", "LOCAL_RANK", 0, 0),
         ):
-            value = env.optional_integer(environ, var, minimum=minimum)
-            if value is None:
+            if b.optional_int(field, var, minimum=minimum) is None:
                 b.set(field, default, f"default:{default}")
-            else:
-                b.env(field, value, var)
-        for var in ("NODE_RANK", "GROUP_RANK"):
-            node = env.optional_integer(environ, var)
-            if node is not None:
-                b.env("node_rank", node, var)
-                break
-        else:
+        if b.optional_int("node_rank", "NODE_RANK") is None and b.optional_int("node_rank", "GROUP_RANK") is None:
             b.set("node_rank", 0, "default:0")
-        for field, var in (("local_world_size", "LOCAL_WORLD_SIZE"), ("num_nodes", "GROUP_WORLD_SIZE")):
-            value = env.optional_integer(environ, var, minimum=1)
-            if value is not None:
-                b.env(field, value, var)
+        b.optional_int("local_world_size", "LOCAL_WORLD_SIZE", minimum=1)
+        b.optional_int("num_nodes", "GROUP_WORLD_SIZE", minimum=1)
 
-        if "MASTER_ADDR" in environ:
-            b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
-        else:
+        if b.optional_address("MASTER_ADDR") is None:
             b.set("main_address", DEFAULT_ADDRESS, f"default:{DEFAULT_ADDRESS}")
-        if "MASTER_PORT" in environ:
-            b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
-        elif "STANDALONE_PORT" in environ:
-            b.env("main_port", env.port(environ, "STANDALONE_PORT"), "STANDALONE_PORT")
-        else:
+        if b.optional_port("MASTER_PORT") is None and b.optional_port("STANDALONE_PORT") is None:
             b.set("main_port", probes.free_port(), "probe:free_port")
             if external:
                 b.warn(

@@ -179,9 +179,7 @@ class Slurm:
             if here is not None:  # None: node_rank beyond the nodes; the record refuses it below
                 b.set("local_world_size", here, f"formula:entry {node} (SLURM_NODEID) of {per_node_var}")
 
-        if "MASTER_ADDR" in environ:
-            b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
-        else:
+        if b.optional_address("MASTER_ADDR") is None:
             b.set("main_address", env.check_address(nodelist_var, head), f"formula:first host of {nodelist_var}")
         self._port(b, environ)
 
@@ -195,14 +193,11 @@ class Slurm:
         ):
             if var in environ:
                 b.env(field, environ[var], var)
-        restarts = env.optional_integer(environ, "SLURM_RESTART_COUNT")
-        if restarts is not None:
-            b.env("restart_count", restarts, "SLURM_RESTART_COUNT")
+        b.optional_int("restart_count", "SLURM_RESTART_COUNT")
         return b.build()
 
     def _port(self, b: Builder, environ: Mapping[str, str]) -> None:
-        if "MASTER_PORT" in environ:
-            b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
+        if b.optional_port("MASTER_PORT") is not None:
             return
         job = env.optional_integer(environ, "SLURM_JOB_ID")
         if job is None:

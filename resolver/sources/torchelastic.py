@@ -23,14 +23,10 @@ DEFAULT_PORT = 12910
 
 def main_endpoint(b: Builder, environ: Mapping[str, str]) -> None:
     """MASTER_ADDR/MASTER_PORT with Lightning's defaults, warning when one is missing."""
-    if "MASTER_ADDR" in environ:
-        b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
-    else:
+    if b.optional_address("MASTER_ADDR") is None:
         b.set("main_address", DEFAULT_ADDRESS, f"default:{DEFAULT_ADDRESS}")
         b.warn(f"MASTER_ADDR is not set; using {DEFAULT_ADDRESS}")
-    if "MASTER_PORT" in environ:
-        b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
-    else:
+    if b.optional_port("MASTER_PORT") is None:
         b.set("main_port", DEFAULT_PORT, f"default:{DEFAULT_PORT}")
         b.warn(f"MASTER_PORT is not set; using {DEFAULT_PORT}")
 
@@ -57,19 +53,13 @@ class TorchElastic:
         b = Builder(NAME, environ)
         for field, var in (("world_size", "WORLD_SIZE"), ("global_rank", "RANK"), ("local_rank", "LOCAL_RANK")):
             b.env(field, env.integer(environ, var, minimum=1 if var == "WORLD_SIZE" else 0, source=NAME), var)
-        if "GROUP_RANK" in environ:
-            b.env("node_rank", env.integer(environ, "GROUP_RANK"), "GROUP_RANK")
-        else:
+        if b.optional_int("node_rank", "GROUP_RANK") is None:
             b.set("node_rank", 0, "default:0")
-        for field, var in (("local_world_size", "LOCAL_WORLD_SIZE"), ("num_nodes", "GROUP_WORLD_SIZE")):
-            value = env.optional_integer(environ, var, minimum=1)
-            if value is not None:
-                b.env(field, value, var)
+        b.optional_int("local_world_size", "LOCAL_WORLD_SIZE", minimum=1)
+        b.optional_int("num_nodes", "GROUP_WORLD_SIZE", minimum=1)
         main_endpoint(b, environ)
         b.set("creates_processes_externally", True, "source:torchelastic starts every worker")
         if "TORCHELASTIC_RUN_ID" in environ:
             b.env("job_id", env.text(environ, "TORCHELASTIC_RUN_ID"), "TORCHELASTIC_RUN_ID")
-        restarts = env.optional_integer(environ, "TORCHELASTIC_RESTART_COUNT")
-        if restarts is not None:
-            b.env("restart_count", restarts, "TORCHELASTIC_RESTART_COUNT")
+        b.optional_int("restart_count", "TORCHELASTIC_RESTART_COUNT")
         return b.build()
