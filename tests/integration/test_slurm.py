@@ -21,12 +21,7 @@ from tests.integration.slurm_cluster import Cluster
 pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-REPORT = (
-    f"{PY} -c 'import json, os, subprocess, sys; "
-    "out = subprocess.run([sys.executable, \"-m\", \"resolver\", \"--format\", \"json\"], capture_output=True, text=True); "
-    "print(json.dumps({\"node\": os.environ[\"SLURMD_NODENAME\"], \"rc\": out.returncode, \"err\": out.stderr, "
-    "\"topology\": json.loads(out.stdout) if out.returncode == 0 else None}))'"
-)
+REPORT = f"{PY} {ROOT / 'tests' / 'integration' / 'report.py'}"
 WORKER = f"{PY} {ROOT / 'tests' / 'integration' / 'worker.py'} --truth slurm"
 
 
@@ -112,19 +107,20 @@ def test_one_task_named_bash_or_interactive_is_a_shell(slurm_cluster: Cluster) -
         assert (t["source"], t["world_size"]) == ("lightning", 1)
 
 
-def test_sbatch_batch_script_and_a_one_node_step_inside_a_two_node_job(
-    slurm_cluster: Cluster, tmp_path: Path
-) -> None:
+def test_sbatch_batch_script_and_a_one_node_step_inside_a_two_node_job(slurm_cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text(
         "#!/bin/bash\n"
         f"{REPORT} > {tmp_path}/batch.json\n"
+        # 2 + 1 of the job's 2 + 2 (the step inherits SLURM_NTASKS_PER_NODE=2, which no longer fits)
         f"srun -l -N2 -n3 {REPORT} > {tmp_path}/step0.txt\n"
         f"srun -l -N1 -n2 -w $(scontrol show hostnames $SLURM_JOB_NODELIST | tail -1) {REPORT} > {tmp_path}/step1.txt\n"
         f"srun -l -N2 -n2 {WORKER} > {tmp_path}/gloo.txt\n"
     )
     res = slurm_cluster.run(
-        ["sbatch", "--wait", "-N2", "-n3", "-o", str(tmp_path / "out.txt"), str(script)], env=env(), timeout=300
+        ["sbatch", "--wait", "-N2", "--ntasks-per-node=2", "-o", str(tmp_path / "out.txt"), str(script)],
+        env=env(),
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr + (tmp_path / "out.txt").read_text()
     batch = json.loads((tmp_path / "batch.json").read_text())["topology"]
@@ -156,7 +152,8 @@ def test_array_job(slurm_cluster: Cluster, tmp_path: Path) -> None:
     script.write_text(f"#!/bin/bash\nsrun -l -n2 {REPORT} > {tmp_path}/task$SLURM_ARRAY_TASK_ID.txt\n")
     res = slurm_cluster.run(
         ["sbatch", "--wait", "--array=0-1", "-n2", "-o", str(tmp_path / "out-%a.txt"), str(script)],
-        env=env(), timeout=300,
+        env=env(),
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     seen = {}

@@ -1,0 +1,23 @@
+"""Run by each task of a real launch: its node, and `python -m resolver --format json`, as one JSON line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+out = subprocess.run(
+    [sys.executable, "-m", "resolver", "--format", "json"], capture_output=True, text=True, check=False
+)
+print(
+    json.dumps(
+        {
+            "node": os.environ.get("SLURMD_NODENAME"),
+            "rc": out.returncode,
+            "err": out.stderr,
+            "topology": json.loads(out.stdout) if out.returncode == 0 else None,
+        }
+    ),
+    flush=True,
+)
