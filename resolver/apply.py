@@ -38,20 +38,27 @@ def variables(topology: Topology, *, ranks: bool = False) -> dict[str, str]:
     return out
 
 
+# The live applications of each mapping, oldest first, so that teardowns in any order restore
+# the state before the first of them. Keyed by id(): a live Applied holds its mapping, so the
+# id cannot be reused while the entry exists.
+_LIVE: dict[int, list[Applied]] = {}
+
+
 class Applied:
     """What one `apply` wrote and what was there before; `teardown()` puts it back.
 
     Teardown restores each key it set to its prior value (or deletes it if it was absent),
     leaves alone and warns about a key that someone else changed since, and is idempotent.
+    Nested applications may be torn down in any order: an outer teardown under a live inner
+    one hands its prior value to the inner, which restores it when it goes.
     """
 
-    __slots__ = ("_environ", "_prior", "_written", "active")
+    __slots__ = ("_environ", "_prior", "_written")
 
     def __init__(self, environ: MutableMapping[str, str], writes: Mapping[str, str]) -> None:
         self._environ = environ
         self._prior: dict[str, str | _Absent] = {}
         self._written = MappingProxyType(dict(writes))
-        self.active = True
         try:
             for key, value in writes.items():
                 before = environ.get(key, ABSENT)
@@ -60,6 +67,7 @@ class Applied:
         except BaseException:
             self.teardown()  # nothing half-done: undo the keys already written
             raise
+        _LIVE.setdefault(id(environ), []).append(self)
 
     @property
     def written(self) -> Mapping[str, str]:
@@ -67,27 +75,51 @@ class Applied:
 
     @property
     def prior(self) -> Mapping[str, str | _Absent]:
+        """What each key still to restore held before this application."""
         return MappingProxyType(self._prior)
 
+    @property
+    def active(self) -> bool:
+        return bool(self._prior)
+
+    def _later_writer(self, key: str) -> Applied | None:
+        live = _LIVE.get(id(self._environ), [])
+        if self not in live:
+            return None
+        for other in live[live.index(self) + 1 :]:
+            if key in other._prior:
+                return other
+        return None
+
     def teardown(self) -> None:
-        if not self.active:
-            return
-        self.active = False
+        """Restore; safe to call again, also after an interruption (it resumes with what is left)."""
         environ = self._environ
-        for key, before in self._prior.items():
-            now = environ.get(key, ABSENT)
-            if now != self._written[key]:
-                warnings.warn(
-                    f"{key} was changed by someone else after apply ({now!r}, we wrote "
-                    f"{self._written[key]!r}); leaving it as it is",
-                    TopologyWarning,
-                    stacklevel=2,
-                )
-                continue
-            if isinstance(before, _Absent):
-                del environ[key]
+        while self._prior:
+            key, before = next(iter(self._prior.items()))
+            later = self._later_writer(key)
+            if later is not None:
+                if later._prior[key] == self._written[key]:  # it found our value: it restores what we found
+                    later._prior[key] = before
             else:
-                environ[key] = before
+                now = environ.get(key, ABSENT)
+                if now == self._written[key]:
+                    if isinstance(before, _Absent):
+                        del environ[key]
+                    else:
+                        environ[key] = before
+                elif now != before:  # (equal: restored already, by a teardown that was interrupted)
+                    warnings.warn(
+                        f"{key} was changed by someone else after apply ({now!r}, we wrote "
+                        f"{self._written[key]!r}); leaving it as it is",
+                        TopologyWarning,
+                        stacklevel=2,
+                    )
+            del self._prior[key]
+        live = _LIVE.get(id(environ))
+        if live is not None and self in live:
+            live.remove(self)
+            if not live:
+                del _LIVE[id(environ)]
 
     def __enter__(self) -> Applied:
         return self
