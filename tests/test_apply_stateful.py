@@ -31,8 +31,6 @@ topologies = st.builds(
 
 
 class ApplyMachine(RuleBasedStateMachine):
-    environ: MutableMapping[str, str] = {}
-
     def __init__(self) -> None:
         super().__init__()
         self.env = self.environ_factory()
