@@ -18,13 +18,11 @@ from resolver.errors import InvalidSettings, TopologyError
 from resolver.sources import Detection, Source
 from resolver.sources.kubeflow import Kubeflow
 from resolver.sources.lightning import Lightning
-from resolver.sources.torchelastic import TorchElastic
-
+from resolver.sources.lsf import Lsf
+from resolver.sources.mpi import Mpi
 from resolver.sources.slurm import Slurm
-
-# (source imports: lsf)
-# (source imports: mpi)
-# (source imports: xla)
+from resolver.sources.torchelastic import TorchElastic
+from resolver.sources.xla import Xla
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -39,13 +37,13 @@ DEFAULT: Source = Lightning()
 DETECTION_ORDER: tuple[Source, ...] = (
     TorchElastic(),
     Slurm(),
-    # (lsf)
-    # (mpi)
+    Lsf(),
+    Mpi(),
 )
 # Known by name only.
 ON_REQUEST: tuple[Source, ...] = (
     Kubeflow(),
-    # (xla)
+    Xla(),
 )
 
 

@@ -365,20 +365,23 @@ def _bracket_text(prefix: str, ranges: list[str]) -> str:
 # --------------------------------------------------------------------------------------- generation
 #
 # Names are made by C-level iterators (map/starmap over operator functions) chained together; Python
-# code runs once per range, per prefix or per thousand names, never per name. Long ranges are cut at
-# multiples of 1000: within such a chunk every name is one head ("n0001") plus one of 1000 precomputed
-# tails ("000".."999"), and concatenating two strings is much cheaper than formatting a number.
+# code runs once per range, per prefix or per thousand names, never per name. A range is cut at the
+# multiples of 1000: within such a chunk every name is one head ("n0001") plus one of 1000 tails
+# ("000-ib".."999-ib") that are formatted once and cached, and joining two strings is much cheaper
+# than formatting a number.
 
 _CHUNK = 1000
-_CHUNKED_FROM = 2 * _CHUNK  # shorter ranges are simply formatted number by number
+_TABLE_FROM = 64  # shorter ranges are formatted number by number (no table for an odd suffix)
+_TABLE_MAX_SUFFIX = 64  # tables are cached: none for a hostile 100 kB suffix or zero padding
 _SMALL_LAST_GROUP = 4096  # a last group this small is formatted once and reused for every prefix
 _BATCH = 4096  # names made per step from a batch of prefixes times a small last group
 _concat = cast("Callable[[str, str], str]", operator.concat)  # typeshed types it for sequences only
 
 
-@functools.lru_cache(maxsize=64)
-def _chunk_tails(suffix: str) -> tuple[str, ...]:
-    return tuple(f"{low:03d}{suffix}" for low in range(_CHUNK))
+@functools.lru_cache(maxsize=32)
+def _table(width: int, suffix: str) -> tuple[str, ...]:
+    """``"%0{width}d{suffix}" % low`` for low in 0..999."""
+    return tuple(map(operator.mod, itertools.repeat(f"%0{width}d{_escape(suffix)}"), range(_CHUNK)))
 
 
 def _escape(text: str) -> str:
@@ -415,15 +418,10 @@ def _heads(item: _Item) -> Iterator[str]:
     """Everything before the last group, for each combination of the other groups, in SLURM's order."""
     texts, groups = item.texts, item.groups
     if len(groups) == 2:
-        before, between = texts[0], texts[1]
-        return itertools.chain.from_iterable(
-            itertools.chain.from_iterable(
-                _range_pieces(before, start, end, width, between) for start, end, width in groups[0]
-            )
-        )
+        return _group_names(texts[0], groups[0], texts[1])
     # SLURM's order: groups[0] fastest, groups[-2] slowest. itertools.product varies its last argument
     # fastest, so it gets groups[-2], ..., groups[0], and groups[i] is combination[last - i].
-    outer = [_values(group) for group in reversed(groups[:-1])]
+    outer = [list(_group_names("", group, "")) for group in reversed(groups[:-1])]
     last = len(outer) - 1
     template = _escape_braces(texts[0])
     for index, text in enumerate(texts[1:-1]):
@@ -440,33 +438,35 @@ def _product_pieces(item: _Item) -> Iterator[Iterable[str]]:
             for start, end, width in last:
                 yield from _range_pieces(head, start, end, width, suffix)
         return
-    tails = [value + suffix for value in _values(last)]
+    tails = list(_group_names("", last, suffix))
     batch = max(1, _BATCH // len(tails))
     while chunk := list(itertools.islice(heads, batch)):
         yield itertools.starmap(_concat, itertools.product(chunk, tails))
 
 
-def _values(group: _Group) -> list[str]:
-    """The numbers of a group, zero-padded, in order."""
-    values: list[str] = []
-    for start, end, width in group:
-        values += map(operator.mod, itertools.repeat(f"%0{width}d"), range(start, end + 1))
-    return values
+def _group_names(head: str, group: _Group, suffix: str) -> Iterator[str]:
+    """``head + number + suffix`` for each number of a group, zero-padded, in order."""
+    return itertools.chain.from_iterable(
+        itertools.chain.from_iterable(_range_pieces(head, start, end, width, suffix) for start, end, width in group)
+    )
 
 
 def _range_pieces(head: str, start: int, end: int, width: int, suffix: str) -> Iterator[Iterable[str]]:
     """``head + number + suffix`` for number in start..end, zero-padded to ``width``."""
-    template = itertools.repeat(f"{_escape(head)}%0{width}d{_escape(suffix)}")
-    if end - start < _CHUNKED_FROM:
-        yield map(operator.mod, template, range(start, end + 1))
+    if end - start < _TABLE_FROM or width > _MAX_NUMBER_DIGITS or len(suffix) > _TABLE_MAX_SUFFIX:
+        template = f"{_escape(head)}%0{width}d{_escape(suffix)}"
+        yield map(operator.mod, itertools.repeat(template), range(start, end + 1))
         return
-    # start's own chunk, formatted number by number (this also covers numbers below 1000)
-    first_end = min(end, (start // _CHUNK + 1) * _CHUNK - 1)
-    yield map(operator.mod, template, range(start, first_end + 1))
-    tails = _chunk_tails(suffix)
-    high_width = width - 3  # i = high * 1000 + low is written zfill(high, width - 3) + "%03d" % low
-    last_high = end // _CHUNK
-    for high in range(first_end // _CHUNK + 1, last_high):
-        yield map(_concat, itertools.repeat(head + str(high).zfill(high_width)), tails)
-    if first_end < end:
-        yield map(_concat, itertools.repeat(head + str(last_high).zfill(high_width)), tails[: end % _CHUNK + 1])
+    high, low = divmod(start, _CHUNK)
+    last_high, last_low = divmod(end, _CHUNK)
+    if high == 0:  # numbers below 1000: head + one of the table's entries, for any width
+        table = _table(width, suffix)
+        yield map(_concat, itertools.repeat(head), table[low : last_low + 1 if last_high == 0 else _CHUNK])
+        high, low = 1, 0
+    tails = _table(3, suffix)
+    high_width = width - 3  # high * 1000 + low is written str(high).zfill(width - 3) + "%03d" % low
+    for current in range(high, last_high + 1):
+        stop = last_low + 1 if current == last_high else _CHUNK
+        part = tails if low == 0 and stop == _CHUNK else tails[low:stop]
+        yield map(_concat, itertools.repeat(head + str(current).zfill(high_width)), part)
+        low = 0
