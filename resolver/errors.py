@@ -33,6 +33,10 @@ def shown(value: object) -> str:
     return text
 
 
+def _visible(text: str) -> str:
+    return "".join(c if c == " " or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class TopologyWarning(UserWarning):
     """A topology was resolved, but something about it deserves a look."""
 
@@ -72,12 +76,15 @@ class HostlistSyntaxError(InvalidVariable):
         self.text = text
         self.position = position
         self.reason = reason
-        # keep the caret line readable: show a window of the text around the fault
+        # keep the caret line readable: a window of the text around the fault, control
+        # characters escaped (a raw tab or newline would move the caret or split the message)
         start = max(0, position - 60)
-        window = text[start : start + 120]
         lead = "..." if start else ""
-        caret = " " * (len(lead) + position - start) + "^"
-        TopologyError.__init__(self, f"{variable}: {reason} at column {position + 1}\n    {lead}{window}\n    {caret}")
+        before = _visible(text[start:position])
+        after = _visible(text[position : start + 120])
+        caret = " " * (len(lead) + len(before)) + "^"
+        message = f"{variable}: {reason} at column {position + 1}\n    {lead}{before}{after}\n    {caret}"
+        TopologyError.__init__(self, message)
         self.variable = variable
         self.value = text
         self.expected = reason
