@@ -1,0 +1,138 @@
+"""Malformed values for every variable every source reads: a TopologyError naming the variable,
+in the API and in the CLI's text and JSON output (exit 2); never a traceback or a wrong topology.
+The table below drives it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pytest
+
+import probes
+import resolver
+from resolver import TopologyError
+from resolver.__main__ import main
+from tests.conftest import captures, read_capture
+
+COUNT, INDEX, PORT, ADDRESS = "count", "index", "port", "address"
+NUMBER_GARBAGE = ["", " ", " 1", "1 ", "+1", "1.0", "0x1", "1_0", "1e3", "٣", "１", "9" * 5000, "abc", "1\n"]
+BAD: dict[str, list[str]] = {
+    COUNT: [*NUMBER_GARBAGE, "0", "-1"],
+    INDEX: [*NUMBER_GARBAGE, "-1", "-0"],
+    PORT: [*NUMBER_GARBAGE, "0", "65536", "80abc", "-80", "99999999999"],
+    ADDRESS: ["", " ", "a b", "host\n", "a\tb", "$(reboot)", "`id`", "a;b", "a'b", 'a"b', "a|b", "x" * 300, "é"],
+}
+
+RANKFILE = "/lsf/rankfile"
+RANKS = "launch\nh1\nh1\nh2\nh2\n"
+SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
+    "torchelastic": (
+        read_capture(captures("torchrun/2node_static/rank3.env")[0]),
+        probes.fake(),
+        {
+            "WORLD_SIZE": COUNT,
+            "RANK": INDEX,
+            "LOCAL_RANK": INDEX,
+            "GROUP_RANK": INDEX,
+            "LOCAL_WORLD_SIZE": COUNT,
+            "GROUP_WORLD_SIZE": COUNT,
+            "MASTER_ADDR": ADDRESS,
+            "MASTER_PORT": PORT,
+            "TORCHELASTIC_RESTART_COUNT": INDEX,
+        },
+    ),
+    "slurm": (
+        read_capture(captures("slurm/h_4node_srun_N3_n9_noncontig/rank5.env")[0]),
+        probes.fake(),
+        {
+            "SLURM_STEP_NUM_TASKS": COUNT,
+            "SLURM_PROCID": INDEX,
+            "SLURM_LOCALID": INDEX,
+            "SLURM_NODEID": INDEX,
+            "SLURM_STEP_NUM_NODES": COUNT,
+            "SLURM_JOB_ID": INDEX,
+            "SLURM_RESTART_COUNT": INDEX,
+            "MASTER_ADDR": ADDRESS,
+            "MASTER_PORT": PORT,
+        },
+    ),
+    "kubeflow": (
+        {"WORLD_SIZE": "4", "RANK": "1", "MASTER_ADDR": "m", "MASTER_PORT": "1234"},
+        probes.fake(),
+        {"WORLD_SIZE": COUNT, "RANK": INDEX, "MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT},
+    ),
+    "lightning": (
+        {"LOCAL_RANK": "0", "WORLD_SIZE": "2", "RANK": "1"},  # NODE_RANK and MASTER_PORT would hide others
+        probes.fake(free_port=7),
+        {
+            "WORLD_SIZE": COUNT,
+            "RANK": INDEX,
+            "LOCAL_RANK": INDEX,
+            "NODE_RANK": INDEX,
+            "GROUP_RANK": INDEX,
+            "MASTER_ADDR": ADDRESS,
+            "MASTER_PORT": PORT,
+            "STANDALONE_PORT": PORT,
+        },
+    ),
+    "lsf": (
+        {
+            "LSB_JOBID": "1234",
+            "LSB_DJOB_RANKFILE": RANKFILE,
+            "JSM_NAMESPACE_LOCAL_RANK": "1",
+            "JSM_NAMESPACE_SIZE": "4",
+            "JSM_NAMESPACE_RANK": "3",
+            "JSM_NAMESPACE_LOCAL_SIZE": "2",
+        },
+        probes.fake(hostname="h2", files={RANKFILE: RANKS}),
+        {
+            "LSB_JOBID": INDEX,
+            "JSM_NAMESPACE_LOCAL_RANK": INDEX,
+            "JSM_NAMESPACE_SIZE": COUNT,
+            "JSM_NAMESPACE_RANK": INDEX,
+            "JSM_NAMESPACE_LOCAL_SIZE": COUNT,
+            "MASTER_PORT": PORT,
+        },
+    ),
+}
+CASES = [
+    pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")
+    for source, (_, _, variables) in SOURCES.items()
+    for variable, kind in variables.items()
+    for value in BAD[kind]
+]
+
+
+def test_every_base_environment_resolves() -> None:
+    for source, (environ, fake, _) in SOURCES.items():
+        assert resolver.resolve(environ, fake, source=source).source == source
+
+
+@pytest.mark.parametrize(("source", "variable", "value"), CASES)
+def test_malformed_value_is_a_topology_error_naming_the_variable(source: str, variable: str, value: str) -> None:
+    environ, fake, _ = SOURCES[source]
+    with pytest.raises(TopologyError) as info:
+        resolver.resolve({**environ, variable: value}, fake, source=source)
+    message = str(info.value)
+    assert variable in message
+    assert len(message) < 1000
+
+
+@pytest.mark.parametrize(
+    ("source", "variable"), [(s, v) for s, (_, _, variables) in SOURCES.items() for v in variables]
+)
+def test_the_cli_says_the_same_in_text_and_json(
+    source: str, variable: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ, fake, _ = SOURCES[source]
+    monkeypatch.setattr("probes.system", lambda: fake)
+    bad = {**environ, variable: "1;$(id)"}
+    assert main(["--source", source], environ=bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and variable in err and "Traceback" not in err
+    assert main(["--source", source, "--format", "json"], environ=bad) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert variable in error["message"]
+    assert error["type"] in {"InvalidVariable", "MissingVariable", "ProbeFailed", "InvalidTopology"}
