@@ -51,11 +51,19 @@ class Probes:
     which: Callable[[str], str | None]
 
 
-def system() -> Probes:
-    """The live probes of this machine."""
+def system(*, timeout: float | None = None) -> Probes:
+    """The live probes of this machine.
+
+    With `timeout` (seconds), every answer (and every MPI collective) must come within it, else
+    `ProbeFailed`; see `probes.bounded`. `resolve(environ)` uses `system(timeout=120)`.
+    """
     from probes import live
 
-    return live.PROBES
+    if timeout is None:
+        return live.PROBES
+    from probes.bounded import bounded
+
+    return bounded(live.PROBES, timeout)
 
 
 def fake(

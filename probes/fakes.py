@@ -28,10 +28,16 @@ def _unanswered(probe: str) -> Callable[..., NoReturn]:
 class FakeComm:
     """One rank's view of an MPI world, with mpi4py's method names.
 
-    `allgather(obj)` returns `gathered` with this rank's `obj` in its own slot (the other
-    slots are what the other ranks would send, given up front); `bcast(obj, root)` returns
-    `bcast_values[root]` when given, else `obj` on the root itself. `calls` records each
-    collective, so tests can count round trips.
+    Given up front (no threads): `allgather(obj)` returns `gathered` with this rank's `obj` in its
+    own slot (the other slots are what the other ranks would send); `bcast(obj, root)` returns
+    `bcast_values[root]` when given, else `obj` on the root itself.
+
+    Connected: `FakeComm.connected(n)` makes the n communicators of one world. Run each rank in its
+    own thread and every collective really meets: `allgather` returns what each rank sent, `bcast`
+    what the root sent. Ranks that call different collectives (or roots) at once, or a rank that
+    never comes within `timeout` seconds, make it raise `ProbeFailed` on every rank instead of hanging.
+
+    `calls` records each call, so tests can count round trips.
     """
 
     rank: int
@@ -39,12 +45,62 @@ class FakeComm:
     gathered: Sequence[Any] | None = None
     bcast_values: Mapping[int, Any] | None = None
     calls: list[str] = attrs.field(factory=list)
+    meeting: FakeComm.Meeting | None = attrs.field(default=None, repr=False)
+
+    class Meeting:
+        """Where the ranks of one connected world meet, one collective at a time."""
+
+        def __init__(self, size: int, timeout: float) -> None:
+            import threading
+
+            self.timeout = timeout
+            self.barrier = threading.Barrier(size, timeout=timeout)
+            self.slots: list[tuple[str, Any]] = [("", None)] * size
+
+        def exchange(self, rank: int, collective: str, obj: Any) -> list[Any]:
+            import contextlib
+            import threading
+
+            self.slots[rank] = (collective, obj)
+            self._wait(collective)
+            seen = list(self.slots)
+            # nobody writes the next collective's slot before all have read this one; an abort now
+            # leaves this collective's result standing and fails the next one
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.barrier.wait()
+            kinds = sorted({kind for kind, _ in seen})
+            if len(kinds) > 1:
+                called = ", ".join(f"rank {r}: {kind}" for r, (kind, _) in enumerate(seen))
+                raise ProbeFailed("comm", f"FakeComm: the ranks called different collectives at once ({called})")
+            return [sent for _, sent in seen]
+
+        def abort(self) -> None:
+            """Make every rank waiting in (or later entering) a collective fail now."""
+            self.barrier.abort()
+
+        def _wait(self, collective: str) -> None:
+            import threading
+
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                raise ProbeFailed(
+                    "comm",
+                    f"FakeComm: not every rank reached {collective} within {self.timeout} s "
+                    "(a rank skipped it, failed before it, or called another collective)",
+                ) from None
 
     @classmethod
     def world(cls, hostnames: Sequence[str], **kw: Any) -> tuple[FakeComm, ...]:
         """The communicators of every rank of a world whose rank i runs on `hostnames[i]`."""
         n = len(hostnames)
         return tuple(cls(rank=i, size=n, gathered=list(hostnames), **kw) for i in range(n))
+
+    @classmethod
+    def connected(cls, size: int, *, timeout: float = 10.0) -> tuple[FakeComm, ...]:
+        """The communicators of every rank of one world whose collectives meet across threads."""
+        meeting = cls.Meeting(size, timeout)
+        return tuple(cls(rank=i, size=size, meeting=meeting) for i in range(size))
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
         self.calls.append("Get_rank")
@@ -56,6 +112,8 @@ class FakeComm:
 
     def allgather(self, sendobj: Any) -> list[Any]:
         self.calls.append("allgather")
+        if self.meeting is not None:
+            return self.meeting.exchange(self.rank, "allgather", sendobj)
         if self.gathered is None:
             return [sendobj] * self.size
         out = list(self.gathered)
@@ -66,6 +124,8 @@ class FakeComm:
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         self.calls.append("bcast")
+        if self.meeting is not None:
+            return self.meeting.exchange(self.rank, f"bcast(root={root})", obj)[root]
         if self.bcast_values is not None and root in self.bcast_values:
             return self.bcast_values[root]
         return obj
@@ -101,6 +161,13 @@ class FakeXla:
         return self._host
 
 
+def _lookup(table: Mapping[str, str]) -> Callable[[str], str | None]:
+    def which(name: str) -> str | None:
+        return table.get(name)
+
+    return which
+
+
 def make(
     *,
     hostname: str | None,
@@ -120,7 +187,7 @@ def make(
         hostname=_unanswered("hostname") if hostname is None else (lambda: hostname),
         free_port=_unanswered("free_port") if free_port is None else (lambda: free_port),
         read_text=_unanswered("read_text") if files is None else read_text,
-        which=_unanswered("which") if which is None else (lambda name: which.get(name)),
+        which=_unanswered("which") if which is None else _lookup(which),
         comm=_unanswered("comm") if comm is None else (lambda: comm),
         xla=_unanswered("xla") if xla is None else (lambda: xla),
     )

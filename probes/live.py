@@ -32,10 +32,24 @@ def free_port() -> int:
         raise ProbeFailed("free_port", f"could not bind a loopback port: {exc}") from exc
 
 
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a rankfile of a million hosts is ~20 MB
+
+
 def read_text(path: str) -> str:
+    """A regular file's text, at most MAX_FILE_BYTES: not a FIFO or device that never ends."""
+    import os
+    import stat
+
     try:
-        with open(path, encoding="utf-8", errors="strict") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait
+        with open(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ProbeFailed("read_text", f"{path!r} is not a regular file")
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ProbeFailed("read_text", f"{path!r} is larger than {MAX_FILE_BYTES} bytes")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProbeFailed("read_text", f"cannot read {path!r}: {exc}") from exc
 

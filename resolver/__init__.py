@@ -6,7 +6,6 @@
 1
 """
 
-from resolver import requeue
 from resolver.apply import Applied, apply
 from resolver.detect import Explanation, explain, resolve, sources
 from resolver.errors import (
@@ -25,6 +24,16 @@ from resolver.topology import SCHEMA, Topology
 from resolver.validate import validate
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`resolver.requeue` on first use: signal handling is not needed to resolve (it costs ~1 ms)."""
+    if name == "requeue":
+        import resolver.requeue
+
+        return resolver.requeue
+    raise AttributeError(f"module 'resolver' has no attribute {name!r}")
+
 
 __all__ = [
     "SCHEMA",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT", "DETECTION_ORDER", "ENTRY_POINT_GROUP", "Explanation", "explain", "resolve", "sources"]
 
 ENTRY_POINT_GROUP = "resolver.sources"
+PROBE_TIMEOUT = 120.0  # seconds the live probes may take (an MPI collective waits for every rank)
 
 DEFAULT: Source = Lightning()
 # Auto-detected, in order, before the plugins and the default. SLURM, LSF and MPI slot in here.
@@ -148,7 +149,7 @@ def resolve(
     if probes is None:
         from probes import system
 
-        probes = system()
+        probes = system(timeout=PROBE_TIMEOUT)
     topology = chosen.resolve(environ, probes)
     if not isinstance(topology, Topology):
         raise TopologyError(f"source {chosen.name!r} returned {type(topology).__name__}, not a Topology")

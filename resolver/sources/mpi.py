@@ -5,7 +5,8 @@ Lightning's MPIEnvironment imports mpi4py and asks `COMM_WORLD.Get_size() > 1`: 
 (mpi4py's COMM_WORLD, imported lazily by the probe) is asked only for what is missing: the main
 address and port (unless MASTER_ADDR/MASTER_PORT are set) and the node rank (unless the launcher gives
 it, or every rank is on one node). Whatever is missing travels in one collective: an `allgather` of
-(hostname, rank 0's endpoint) when node or local ranks are needed, else one `bcast` from rank 0.
+the hostnames (rank 0's with its endpoint) when node or local ranks are needed, else one `bcast`
+of rank 0's endpoint.
 
 Which launcher wrote the variables, first match wins (`LAUNCHERS`):
 
@@ -138,10 +139,16 @@ MPICH_HINT = (
     "MPI4PY_MPIABI=openmpi); check with python -c 'from mpi4py import MPI; print(MPI.Get_library_version())'"
 )
 
+LIBMPI_HINT = (
+    "the mpi4py wheel's MPICH build (MPI4PY_MPIABI=mpich) loads libmpi.so.12, which Debian and Ubuntu name "
+    "libmpich.so.12: put a directory holding a libmpi.so.12 -> libmpich.so.12 link on LD_LIBRARY_PATH"
+)
+
 NOT_FOUND = f"none of {', '.join(c.marker for c in LAUNCHERS)} is set (never asks mpi4py); rule: {RULE}"
 
-# What travels in the one collective: (hostname, main address, main port, error). Only rank 0 fills
-# the endpoint; an error (a probe that failed) travels too, so that every rank fails the same way.
+# What travels in the one collective: each rank's hostname (a plain str, as in a bare allgather of
+# the hostnames), and from rank 0 (hostname, main address, main port, error). A rank whose probe
+# failed sends that tuple too, with the error, so that every rank fails the same way.
 _Payload = tuple[str | None, str | None, int | None, str | None]
 
 
@@ -296,7 +303,7 @@ class _Resolution:
             comm = self.probes.comm()
             got_size, got_rank = comm.Get_size(), comm.Get_rank()
         except ProbeFailed as exc:
-            hint = f"; {MPICH_HINT}" if "libmpi" in exc.reason else ""  # the wheel's MPICH build wants libmpi.so.12
+            hint = f"; {LIBMPI_HINT}" if "libmpi.so.12" in exc.reason else ""
             raise ProbeFailed("comm", f"{exc.reason} (the comm was needed for {self.needs()}){hint}") from exc
         except Exception as exc:
             raise ProbeFailed("comm", f"{exc!r} (the comm was needed for {self.needs()})") from exc
@@ -328,9 +335,9 @@ class _Resolution:
             return (None, None, None, str(exc))
         return (host, address, port, None)
 
-    def hostname(self) -> _Payload:
+    def hostname(self) -> str | _Payload:
         try:
-            return (self.probes.hostname(), None, None, None)
+            return self.probes.hostname()
         except TopologyError as exc:
             self.error = exc
             return (None, None, None, str(exc))
@@ -344,20 +351,25 @@ class _Resolution:
                 raise ProbeFailed("comm", f"rank {other} could not answer: {payload[3]}")
 
     def gather(self, comm: Comm, rank: int, size: int) -> None:
-        """One allgather of (hostname, rank 0's endpoint): node and local ranks, and the main endpoint."""
+        """One allgather of every rank's hostname (rank 0's with its endpoint): node and local ranks, main endpoint."""
         b = self.b
         mine = self.endpoint(with_host=True) if rank == 0 else self.hostname()
         try:
             gathered: Any = comm.allgather(mine)
+        except ProbeFailed:  # a deadline (probes.bounded) or a fake's own complaint: it names the probe
+            raise
         except Exception as exc:
             raise ProbeFailed("comm", f"allgather of the hostnames failed: {exc!r}") from exc
-        if not isinstance(gathered, list) or len(gathered) != size or not all(_payload(p) for p in gathered):
-            raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} (hostname, ...) tuples")
-        self.failed(rank, gathered)
-        hosts: list[str] = [p[0] for p in gathered]
+        if not isinstance(gathered, list) or len(gathered) != size:
+            raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
+        payloads = [(p, None, None, None) if isinstance(p, str) else p for p in gathered]
+        if not all(_payload(p) for p in payloads):
+            raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
+        self.failed(rank, payloads)
+        hosts: list[str] = [p[0] for p in payloads]
         if not all(isinstance(h, str) for h in hosts):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: a rank sent no hostname")
-        self.main_from_rank0(gathered[0], rank, "allgather")
+        self.main_from_rank0(payloads[0], rank, "allgather")
         here = hosts[rank]
         on_host = [r for r, h in enumerate(hosts) if h == here]
         origin = "probe:comm.allgather of hostnames"
@@ -381,6 +393,8 @@ class _Resolution:
         mine = self.endpoint(with_host=False) if rank == 0 else None
         try:
             theirs: Any = comm.bcast(mine, root=0)
+        except ProbeFailed:  # a deadline (probes.bounded) or a fake's own complaint: it names the probe
+            raise
         except Exception as exc:
             raise ProbeFailed("comm", f"bcast of the main address and port failed: {exc!r}") from exc
         if not _payload(theirs):

@@ -6,11 +6,11 @@ Who is an srun task (Lightning's intent, with its misses fixed):
   `SLURM_STEP_ID`: both are one process, not task 0 of `SLURM_NTASKS`, and go to the next source.
 - The job names `bash` and `interactive` mean an interactive shell (`srun --pty bash`, salloc)
   only for a one-task step; `srun -n4 bash -c "python train.py"` is a launch of four tasks.
-- A process started by `mpirun` inside the allocation carries the launcher's world size and rank
-  (`OMPI_COMM_WORLD_SIZE/RANK`, `PMI_SIZE/RANK`, `MV2_COMM_WORLD_SIZE/RANK`): when either
-  disagrees with SLURM's task count or `SLURM_PROCID` (which then describe mpirun's daemons),
-  the process is mpirun's, not srun's, and MPI resolves it. `srun --mpi=pmi2` sets the same
-  values as SLURM and stays SLURM.
+- A process started by `mpirun`/`mpiexec` inside the allocation carries variables only an MPI
+  launcher writes (`OMPI_COMM_WORLD_*`, `MV2_COMM_WORLD_*`, Hydra's `MPI_LOCALNRANKS`); its
+  SLURM variables describe mpirun's srun-started daemons, so SLURM declines and MPI resolves it,
+  on every rank alike (a per-rank comparison of values could split one job between sources).
+  `srun --mpi=pmi2|pmix` writes only `PMI_*`/`PMIX_*` and stays SLURM.
 
 Step scope: inside an allocation each srun step has `SLURM_STEP_NODELIST`,
 `SLURM_STEP_NUM_TASKS`, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_STEP_NUM_NODES`; the job's
@@ -25,24 +25,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
-from resolver import hostlist
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable
 from resolver.sources import Builder, Detection
+from resolver.sources.mpi import started_by_mpirun
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["INTERACTIVE_NAMES", "MPI_WORLD_VARIABLES", "Slurm", "local_tasks", "parse_tasks_per_node"]
+__all__ = ["INTERACTIVE_NAMES", "Slurm", "local_tasks", "parse_tasks_per_node"]
 
 NAME = "slurm"
 INTERACTIVE_NAMES = ("bash", "interactive")
-# (size, rank) an MPI launcher gives its ranks; see the module docstring
-MPI_WORLD_VARIABLES = (
-    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
-    ("PMI_SIZE", "PMI_RANK"),
-    ("MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"),
-)
 DEFAULT_PORT = 12910
 PORT_SCHEMES = ("lightning", "step")
 
@@ -124,16 +118,14 @@ class Slurm:
                 f"SLURM_JOB_NAME={name} with one task: an interactive shell (srun --pty bash / salloc)",
                 ("SLURM_JOB_NAME", tasks_var),
             )
-        procid = environ.get("SLURM_PROCID")
-        for pair in MPI_WORLD_VARIABLES:
-            for variable, ours_var, ours in zip(pair, (tasks_var, "SLURM_PROCID"), (tasks, procid), strict=True):
-                if variable in environ and environ[variable] != ours:
-                    return Detection(
-                        False,
-                        f"{variable}={environ[variable]} differs from {ours_var}={ours}: started by mpirun inside "
-                        "the allocation, so MPI resolves it",
-                        (variable, ours_var),
-                    )
+        marker = started_by_mpirun(environ)
+        if marker is not None:
+            return Detection(
+                False,
+                f"{marker}={environ[marker]}: started by mpirun/mpiexec inside the allocation (the SLURM variables "
+                "describe its srun-started daemons, not this process), so MPI resolves it",
+                (marker,),
+            )
         found = env.present(environ, "SLURM_STEP_ID", "SLURM_PROCID", tasks_var)
         return Detection(True, "an srun task" + (" of a step" if in_step else ""), found)
 
@@ -149,6 +141,8 @@ class Slurm:
         if nodelist_var not in environ and "SLURM_JOB_NODELIST" in environ:
             nodelist_var = "SLURM_JOB_NODELIST"
         nodelist = env.text(environ, nodelist_var, source=NAME, expected="a SLURM hostlist such as ci[1-2]")
+        from resolver import hostlist  # lazily: only a SLURM task pays for the grammar
+
         try:
             hosts = hostlist.count(nodelist)
             head = hostlist.first(nodelist)

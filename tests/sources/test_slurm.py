@@ -170,15 +170,25 @@ def test_missing_nodelist() -> None:
         resolver.resolve(env, FAKE)
 
 
+def one_node(rank: int, size: int) -> dict[str, str]:
+    return {"OMPI_COMM_WORLD_LOCAL_RANK": str(rank), "OMPI_COMM_WORLD_LOCAL_SIZE": str(size)}
+
+
 def test_mpirun_inside_an_allocation_is_not_srun() -> None:
-    mpirun = {**BASE, "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "5"}
-    detection = Slurm().detect(mpirun)
-    assert not detection
-    assert "OMPI_COMM_WORLD_SIZE=8 differs from SLURM_STEP_NUM_TASKS=4" in detection.reason
-    same_size_other_rank = {**BASE, "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "0"}
-    assert "OMPI_COMM_WORLD_RANK=0 differs from SLURM_PROCID=3" in Slurm().detect(same_size_other_rank).reason
-    pmi2 = {**BASE, "PMI_SIZE": "4", "PMI_RANK": "3"}  # srun --mpi=pmi2 agrees with SLURM
+    for marker, extra in (
+        ("OMPI_COMM_WORLD_SIZE", {"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "5", **one_node(5, 8)}),
+        # same size and rank as SLURM's on this rank: still mpirun's, or one job would split
+        ("OMPI_COMM_WORLD_SIZE", {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3", **one_node(3, 4)}),
+        ("MPI_LOCALNRANKS", {"PMI_SIZE": "8", "PMI_RANK": "1", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "8"}),
+    ):
+        detection = Slurm().detect({**BASE, **extra})
+        assert not detection
+        assert detection.reason.startswith(f"{marker}=")
+        assert "started by mpirun/mpiexec inside the allocation" in detection.reason
+        assert resolver.resolve({**BASE, **extra, "MASTER_ADDR": "a", "MASTER_PORT": "1"}, FAKE).source == "mpi"
+    pmi2 = {**BASE, "PMI_SIZE": "4", "PMI_RANK": "3"}  # srun --mpi=pmi2: SLURM's own launch
     assert Slurm().detect(pmi2)
+    assert resolver.resolve(pmi2, FAKE).source == "slurm"
 
 
 def test_validate_uses_this_nodes_tasks() -> None:

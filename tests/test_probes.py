@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import probes
+import resolver
+from probes import live
+from probes.bounded import BoundedComm, bounded
+from probes.fakes import FakeComm
+from resolver import ProbeFailed
+
+
+def test_live_probes_answer() -> None:
+    p = probes.system()
+    assert p.hostname()
+    assert 1 <= p.free_port() <= 65535
+    assert p.which("sh") is not None
+    assert p.which("no-such-command-here") is None
+
+
+def test_read_text_refuses_what_never_ends(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ProbeFailed, match="is not a regular file"):
+        live.read_text(str(fifo))  # would block forever with a plain open()
+    with pytest.raises(ProbeFailed, match="is not a regular file"):
+        live.read_text("/dev/zero")
+    with pytest.raises(ProbeFailed, match="cannot read"):
+        live.read_text(str(tmp_path / "missing"))
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(ProbeFailed, match="cannot read"):
+        live.read_text(str(bad))
+
+
+def test_read_text_caps_the_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big"
+    big.write_text("h\n" * 100)
+    monkeypatch.setattr(live, "MAX_FILE_BYTES", 50)
+    with pytest.raises(ProbeFailed, match="larger than 50 bytes"):
+        live.read_text(str(big))
+
+
+def test_fake_answers_only_what_it_was_given() -> None:
+    p = probes.fake(hostname="h", files={"/f": "x"}, which={"srun": "/bin/srun"})
+    assert (p.hostname(), p.read_text("/f"), p.which("srun"), p.which("sbatch")) == ("h", "x", "/bin/srun", None)
+    for ask in (p.free_port, p.comm, p.xla, lambda: p.read_text("/g"), lambda: probes.fake().which("srun")):
+        with pytest.raises(ProbeFailed):
+            ask()
+
+
+def test_a_hanging_probe_becomes_probe_failed() -> None:
+    release = threading.Event()
+
+    def hang() -> str:
+        release.wait(30)
+        return "late"
+
+    import attrs
+
+    def hang_reading(path: str) -> str:
+        return hang()
+
+    slow = bounded(attrs.evolve(probes.fake(free_port=5), read_text=hang_reading), 0.2)
+    start = time.monotonic()
+    with pytest.raises(ProbeFailed, match=r"probe 'read_text' failed: no answer within 0.2 s"):
+        slow.read_text("/nfs/rankfile")
+    assert time.monotonic() - start < 5
+    assert slow.free_port() == 5
+    release.set()
+
+
+class HangingComm(FakeComm):
+    def allgather(self, sendobj: object) -> list[object]:
+        time.sleep(5)
+        return []
+
+
+def test_a_hanging_collective_becomes_probe_failed() -> None:
+    comm = BoundedComm(HangingComm(rank=0, size=2), 0.2)
+    with pytest.raises(ProbeFailed, match=r"comm\.allgather"):
+        comm.allgather("x")
+    assert comm.Get_size() == 2
+
+
+def test_errors_inside_a_bounded_probe_pass_through() -> None:
+    import attrs
+
+    def boom(path: str) -> str:
+        raise ProbeFailed("read_text", "permission denied")
+
+    with pytest.raises(ProbeFailed, match="permission denied"):
+        bounded(attrs.evolve(probes.fake(), read_text=boom), 1).read_text("/x")
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        bounded(probes.fake(), 0)
+
+
+def test_resolve_uses_bounded_live_probes() -> None:
+    t = resolver.resolve({})
+    assert t.provenance["main_port"] == "probe:free_port"
