@@ -126,7 +126,7 @@ def test_the_cli_says_the_same_in_text_and_json(
     source: str, variable: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     environ, fake, _ = SOURCES[source]
-    monkeypatch.setattr("probes.system", lambda: fake)
+    monkeypatch.setattr("probes.system", lambda **_: fake)
     bad = {**environ, variable: "1;$(id)"}
     assert main(["--source", source], environ=bad) == 2
     err = capsys.readouterr().err
