@@ -31,9 +31,7 @@ SLURM launch: SLURM, earlier in the detection order, wins over them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from resolver import environ as env
 from resolver.environ import ADDRESS_RE
@@ -49,9 +47,11 @@ __all__ = ["LAUNCHERS", "Launcher", "Mpi", "launcher", "started_by_mpirun"]
 NAME = "mpi"
 
 
-@attrs.frozen
-class Launcher:
-    """The variables one MPI launcher writes for each rank; None where it writes nothing."""
+class Launcher(NamedTuple):
+    """The variables one MPI launcher writes for each rank; None where it writes nothing.
+
+    A NamedTuple, not an attrs class: six of them are built on every `import resolver`.
+    """
 
     name: str
     marker: str  # its presence means this launcher started the process
@@ -62,17 +62,18 @@ class Launcher:
     node_rank: str | None = None
     job_id: str | None = None
     mpirun_only: bool = False  # written only by the MPI launcher itself, never by srun --mpi=...
-    # derived once, since resolve runs on every rank at start-up and is timed against one allgather
-    names: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
-    one_node: str = attrs.field(init=False, repr=False, eq=False)
 
-    def __attrs_post_init__(self) -> None:
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Its variables, in the order rank, size, local rank, local size, node rank, job id."""
         names = (self.rank, self.size, self.local_rank, self.local_size, self.node_rank, self.job_id)
-        object.__setattr__(self, "names", tuple(dict.fromkeys(n for n in names if n is not None)))
-        object.__setattr__(self, "one_node", f"({self.local_size} == {self.size}: one node)")
+        return tuple(dict.fromkeys(n for n in names if n is not None))
+
+    @property
+    def one_node(self) -> str:
+        return f"({self.local_size} == {self.size}: one node)"
 
     def variables(self) -> tuple[str, ...]:
-        """Its variables, in the order rank, size, local rank, local size, node rank, job id."""
         return self.names
 
 
