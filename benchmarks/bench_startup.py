@@ -30,19 +30,21 @@ TORCHRUN = {
     "MASTER_ADDR": "10.1.2.3",
     "MASTER_PORT": "29500",
 }
+# homogeneous (2 tasks on each of 2 nodes): Lightning refuses --ntasks without --ntasks-per-node
 SLURM = {
     "SLURM_NTASKS": "4",
+    "SLURM_NTASKS_PER_NODE": "2",
     "SLURM_PROCID": "3",
-    "SLURM_LOCALID": "0",
+    "SLURM_LOCALID": "1",
     "SLURM_NODEID": "1",
     "SLURM_STEP_ID": "0",
     "SLURM_JOB_ID": "10",
     "SLURM_JOB_NAME": "train",
     "SLURM_NODELIST": "ci[1-2]",
     "SLURM_NNODES": "2",
-    "SLURM_TASKS_PER_NODE": "3,1",
+    "SLURM_TASKS_PER_NODE": "2(x2)",
     "SLURM_STEP_NODELIST": "ci[1-2]",
-    "SLURM_STEP_TASKS_PER_NODE": "3,1",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
     "SLURM_STEP_NUM_TASKS": "4",
     "SLURM_STEP_NUM_NODES": "2",
 }
@@ -86,8 +88,6 @@ def main() -> None:
     for env_name in args.envs:
         env = {**base, **ENVS[env_name]}
         cmds = commands(env_name)
-        if env_name == "slurm" and not _has_slurm_source():
-            cmds.pop("import resolver; resolve")
         times: dict[str, list[float]] = {name: [] for name in cmds}
         for code in cmds.values():  # warm the page cache once
             measure(code, env)
@@ -106,10 +106,6 @@ def main() -> None:
                 times["import resolver; resolve"]
             )
             print(f"  lightning / resolver (median): {ratio:.1f}x")
-
-
-def _has_slurm_source() -> bool:
-    return (ROOT / "resolver" / "sources" / "slurm.py").exists()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Third-party sources register under the `resolver.sources` entry-point group.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -48,14 +49,21 @@ ON_REQUEST: tuple[Source, ...] = (
 )
 
 
-def _plugin_sources() -> Iterator[Source]:
+def _plugin_sources() -> tuple[Source, ...]:
     """Sources from installed distributions' `resolver.sources` entry points.
 
-    importlib.metadata costs ~15 ms to import and scan, more than the whole resolve; a byte
-    search of each `entry_points.txt` on sys.path (under 1 ms) decides whether it is needed.
+    Found once per process and `sys.path` (installing a distribution mid-run needs a new
+    process, as with importlib.metadata's own caches). importlib.metadata costs ~15 ms to import
+    and scan, more than the whole resolve; a byte search of each `entry_points.txt` on sys.path
+    (under 1 ms) decides whether it is needed.
     """
+    return _plugins_on(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _plugins_on(path: tuple[str, ...]) -> tuple[Source, ...]:
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
-    for folder in sys.path:
+    for folder in path:
         try:
             entries = os.scandir(folder or ".")
         except OSError:
@@ -69,8 +77,8 @@ def _plugin_sources() -> Iterator[Source]:
                     except OSError:
                         continue
                     if found:
-                        yield from _load_entry_points()
-                        return
+                        return tuple(_load_entry_points())
+    return ()
 
 
 def _load_entry_points() -> Iterator[Source]:
@@ -105,7 +113,10 @@ def sources(*, auto_only: bool = False) -> tuple[Source, ...]:
 
 def _by_name(name: str) -> Source:
     builtin = (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)
-    for candidate in (*builtin, *_plugin_sources()):  # plugins are scanned only for an unknown name
+    for candidate in builtin:
+        if candidate.name == name:
+            return candidate
+    for candidate in _plugin_sources():  # scanned only for a name that is not built in
         if candidate.name == name:
             return candidate
     known = [s.name for s in sources()]

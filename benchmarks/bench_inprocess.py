@@ -1,0 +1,120 @@
+"""In one process: one `resolve` per source vs reading the same properties from Lightning's classes.
+
+    python benchmarks/bench_inprocess.py [--number 2000]
+
+Both read the same mapping (Lightning reads os.environ, so the mapping is installed there for the
+run). Lightning's SLURM and LSF classes write MASTER_ADDR/MASTER_PORT as a side effect of reading
+them; the environment is restored after every Lightning call so each call does the same work.
+Prints min and median per call over repeats, and the ratio Lightning / resolver. Needs
+`pip install 'cluster-topology[bench]'` (lightning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import probes  # noqa: E402
+import resolver  # noqa: E402
+from benchmarks.bench_startup import SLURM, TORCHRUN  # noqa: E402
+
+RANKFILE = "/tmp/cluster-topology-bench-rankfile"
+LSF = {
+    "LSB_JOBID": "1234",
+    "LSB_DJOB_RANKFILE": RANKFILE,
+    "JSM_NAMESPACE_LOCAL_RANK": "1",
+    "JSM_NAMESPACE_SIZE": "4",
+    "JSM_NAMESPACE_RANK": "3",
+    "JSM_NAMESPACE_LOCAL_SIZE": "2",
+}
+OPENMPI = {
+    "OMPI_COMM_WORLD_SIZE": "4",
+    "OMPI_COMM_WORLD_RANK": "3",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29500",
+}
+CASES: dict[str, tuple[dict[str, str], str]] = {
+    "torchelastic": (TORCHRUN, "TorchElasticEnvironment"),
+    "slurm": (SLURM, "SLURMEnvironment"),
+    "lsf": (LSF, "LSFEnvironment"),
+    "lightning": ({"MASTER_PORT": "29500"}, "LightningEnvironment"),
+    "kubeflow": ({"WORLD_SIZE": "4", "RANK": "1", "MASTER_ADDR": "m", "MASTER_PORT": "1"}, "KubeflowEnvironment"),
+}
+
+
+def lightning_reader(cls_name: str) -> Callable[[], Any] | None:
+    try:
+        from lightning.fabric.plugins import environments
+    except ImportError:
+        return None
+    cls = getattr(environments, cls_name)
+
+    def read() -> Any:
+        saved = dict(os.environ)
+        e = cls()
+        out = (e.world_size(), e.global_rank(), e.local_rank(), e.node_rank(), e.main_address, e.main_port)
+        if os.environ != saved:  # undo the side effects so every call does the same work
+            os.environ.clear()
+            os.environ.update(saved)
+        return out
+
+    return read
+
+
+def measure(fn: Callable[[], Any], number: int, repeat: int) -> tuple[float, float]:
+    times = [t / number for t in timeit.repeat(fn, number=number, repeat=repeat)]
+    return min(times), statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--number", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    with open(RANKFILE, "w") as handle:
+        handle.write("batch1\n" + "".join(f"h{i}\n" for i in (1, 1, 2, 2)))
+    import socket
+
+    host = socket.gethostname()
+    with open(RANKFILE, "w") as handle:  # this host must be a compute host for both
+        handle.write(f"batch1\nother\nother\n{host}\n{host}\n")
+    live = probes.system()
+    print(
+        f"{'source':<13} {'resolver min':>13} {'median':>9} {'lightning min':>14} {'median':>9} {'ratio (median)':>15}"
+    )
+    for source, (environ, cls_name) in CASES.items():
+        r_min, r_med = measure(
+            lambda e=environ, s=source: resolver.resolve(e, live, source=s), args.number, args.repeat
+        )
+        reader = lightning_reader(cls_name)
+        if reader is None:
+            print(f"{source:<13} {r_min * 1e6:11.1f}us {r_med * 1e6:7.1f}us   (lightning not installed)")
+            continue
+        before = dict(os.environ)
+        os.environ.clear()
+        os.environ.update({"PATH": before.get("PATH", ""), **environ})
+        try:
+            reader()  # first call imports what it needs
+            l_min, l_med = measure(reader, args.number, args.repeat)
+        finally:
+            os.environ.clear()
+            os.environ.update(before)
+        print(
+            f"{source:<13} {r_min * 1e6:11.1f}us {r_med * 1e6:7.1f}us {l_min * 1e6:12.1f}us {l_med * 1e6:7.1f}us "
+            f"{l_med / r_med:14.2f}x"
+        )
+    os.unlink(RANKFILE)
+
+
+if __name__ == "__main__":
+    main()
