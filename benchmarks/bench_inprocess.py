@@ -22,9 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import probes  # noqa: E402
-import resolver  # noqa: E402
-from benchmarks.bench_startup import SLURM, TORCHRUN  # noqa: E402
+import probes
+import resolver
+from benchmarks.bench_startup import SLURM, TORCHRUN
 
 RANKFILE = "/tmp/cluster-topology-bench-rankfile"
 LSF = {
