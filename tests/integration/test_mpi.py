@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,25 +150,6 @@ def fake_ssh(tmp_path: Path) -> Path:
     )
     script.chmod(0o755)
     return script
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Any]:
-    """A running local SLURM (tests/integration/slurm_cluster.py), stopped only if this session started it."""
-    require_tool("sbatch", "slurmctld", "slurmd", "munged")
-    if os.geteuid() != 0:
-        message = "the local SLURM cluster needs root"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    from tests.integration import slurm_cluster as harness
-
-    cluster = harness.start(4)
-    try:
-        yield cluster
-    finally:
-        if not cluster.reused:
-            cluster.stop()
 
 
 # -- the runs ------------------------------------------------------------------------------------
