@@ -15,8 +15,8 @@ from resolver import (
 
 def test_one_tree() -> None:
     assert issubclass(MissingVariable, KeyError)
-    for error in (InvalidVariable, InvalidTopology, InvalidSettings):
-        assert issubclass(error, ValueError)
+    for value_error in (InvalidVariable, InvalidTopology, InvalidSettings):
+        assert issubclass(value_error, ValueError)
     for error in (MissingVariable, InvalidVariable, HostlistSyntaxError, InvalidTopology, InvalidSettings, ProbeFailed):
         assert issubclass(error, TopologyError)
     assert issubclass(HostlistSyntaxError, InvalidVariable)
