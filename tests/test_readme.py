@@ -49,3 +49,16 @@ def test_the_one_line_example_is_what_str_prints() -> None:
     }
     line = str(resolver.resolve(env, probes.fake()))
     assert line in README
+
+
+def test_the_testing_section_examples_hold() -> None:
+    section = README[README.index("## Testing your scheduler code") : README.index("## Job logs")]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(block, namespace)  # noqa: S102 - our own README
+    tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
+    assert len(tests) == 5
+    for test in tests:
+        test()
