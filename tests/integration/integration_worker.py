@@ -64,6 +64,15 @@ def run_torch(directory: Path, destroy: str) -> None:
     report(directory, out)
 
 
+def _destroy_group() -> None:
+    """Lightning leaves its gloo group alive; torch can abort at exit ("terminate called without an
+    active exception", SIGABRT) when gloo's threads are torn down by the interpreter's exit."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def run_fabric(directory: Path) -> None:
     import torch
     from lightning.fabric import Fabric
@@ -98,6 +107,7 @@ def run_fabric(directory: Path) -> None:
         )
 
     fabric.launch(run)
+    _destroy_group()
 
 
 def run_trainer(directory: Path) -> None:
@@ -142,6 +152,7 @@ def run_trainer(directory: Path) -> None:
     trainer.fit(Model(), data)
     external_after_fit = environment.creates_processes_externally
     trainer.test(Model(), data, verbose=False)  # a second launch: the workers exist, none are started again
+    _destroy_group()
     report(
         directory,
         {
