@@ -76,6 +76,25 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "STANDALONE_PORT": PORT,
         },
     ),
+    "mpi": (
+        {
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_RANK": "3",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+            "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "29500",
+        },
+        probes.fake(),  # one node, endpoint given: the comm is never asked
+        {
+            "OMPI_COMM_WORLD_SIZE": COUNT,
+            "OMPI_COMM_WORLD_RANK": INDEX,
+            "OMPI_COMM_WORLD_LOCAL_RANK": INDEX,
+            "OMPI_COMM_WORLD_LOCAL_SIZE": COUNT,
+            "MASTER_ADDR": ADDRESS,
+            "MASTER_PORT": PORT,
+        },
+    ),
     "lsf": (
         {
             "LSB_JOBID": "1234",

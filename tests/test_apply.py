@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import attrs
 import pytest
@@ -128,5 +129,73 @@ def test_real_os_environ_in_a_subprocess() -> None:
         "print('ok')"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "RANK")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+class InterruptOnce(dict[str, str]):
+    """A mapping on which the first write or delete of `key` is interrupted, as by Ctrl-C."""
+
+    def __init__(self, *args: object, key: str, on: str) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.key, self.on, self.fired = key, on, False
+
+    def _maybe(self, key: str, op: str) -> None:
+        if key == self.key and op == self.on and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._maybe(key, "set")
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._maybe(key, "del")
+        super().__delitem__(key)
+
+
+def test_interrupted_apply_leaves_nothing_behind() -> None:
+    env = InterruptOnce({"RANK": "7"}, key="WORLD_SIZE", on="set")
+    with pytest.raises(KeyboardInterrupt):
+        apply(T, env, ranks=True)
+    assert dict(env) == {"RANK": "7"}
+
+
+def test_interrupted_teardown_resumes_on_the_next_call() -> None:
+    env = InterruptOnce({"MASTER_PORT": "1"}, key="MASTER_ADDR", on="del")
+    applied = apply(T, env)
+    with pytest.raises(KeyboardInterrupt):
+        applied.teardown()
+    assert applied.active
+    applied.teardown()
+    assert dict(env) == {"MASTER_PORT": "1"}
+    assert not applied.active
+
+
+def test_a_real_signal_during_teardown() -> None:
+    code = """
+import os, signal, resolver, probes
+t = resolver.resolve({"MASTER_PORT": "9"}, probes.fake())
+before = dict(os.environ)
+applied = resolver.apply(t, ranks=True)
+class Stop(Exception): pass
+def handler(signum, frame): raise Stop
+signal.signal(signal.SIGUSR1, handler)
+real_del = type(os.environ).__delitem__
+def slow_del(self, key):
+    if key == "RANK": os.kill(os.getpid(), signal.SIGUSR1)
+    real_del(self, key)
+type(os.environ).__delitem__ = slow_del
+try:
+    applied.teardown()
+except Stop:
+    pass
+type(os.environ).__delitem__ = real_del
+applied.teardown()
+assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items())
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
