@@ -137,7 +137,7 @@ class InterruptOnce(dict[str, str]):
     """A mapping on which the first write or delete of `key` is interrupted, as by Ctrl-C."""
 
     def __init__(self, *args: object, key: str, on: str) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
+        super().__init__(*args)
         self.key, self.on, self.fired = key, on, False
 
     def _maybe(self, key: str, op: str) -> None:
