@@ -1,0 +1,39 @@
+"""Every benchmark, one after the other, in one run: `python -m benchmarks`.
+
+Needs `pip install -e '.[bench,mpi]'` (lightning, python-hostlist, mpi4py) and Open MPI's mpirun;
+a comparison whose tool is missing says so and is skipped. Prints ratios measured side by side;
+asserts nothing (the machine is noisy).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNS = [
+    (
+        "start-up: import + one resolve, vs import attrs, python -c pass and Lightning",
+        ["bench_startup.py", "--runs", "30"],
+    ),
+    ("in process: one resolve per source vs Lightning's classes", ["bench_inprocess.py"]),
+    ("hostlists: expand/count/first/compress, 10^3..10^6 hosts, vs python-hostlist", ["bench_hostlist.py"]),
+    ("MPI: resolve at 2, 4, 8 ranks vs one allgather of hostnames", ["bench_mpi.py", "--ranks", "2", "4", "8"]),
+]
+
+
+def main() -> int:
+    failed = 0
+    for title, (script, *args) in RUNS:
+        print(f"\n## {title}\n", flush=True)
+        if script == "bench_mpi.py" and shutil.which("mpirun") is None:
+            print("(skipped: mpirun not on PATH)")
+            continue
+        failed += subprocess.run([sys.executable, str(HERE / script), *args], check=False).returncode != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
