@@ -54,16 +54,18 @@ class Probes:
 def system(*, timeout: float | None = None) -> Probes:
     """The live probes of this machine.
 
-    With `timeout` (seconds), every answer (and every MPI collective) must come within it, else
-    `ProbeFailed`; see `probes.bounded`. `resolve(environ)` uses `system(timeout=120)`.
+    With `timeout` (seconds), a file read and every MPI collective must finish within it, else
+    `ProbeFailed` (the other live probes are kernel calls that cannot hang); see
+    `probes.bounded`, which also bounds probes of your own. `resolve(environ)` uses
+    `system(timeout=120)`.
     """
     from probes import live
 
     if timeout is None:
         return live.PROBES
-    from probes.bounded import bounded
+    from probes.bounded import LIVE, bounded
 
-    return bounded(live.PROBES, timeout)
+    return bounded(live.PROBES, timeout, names=LIVE)
 
 
 def fake(

@@ -1,6 +1,7 @@
 """Probes with a deadline: an answer that does not come in time is a `ProbeFailed` naming the probe.
 
-Bounded: `read_text` (a rankfile on a hung NFS mount) and the MPI collectives.
+`bounded(probes)` bounds every probe but `xla`; the live bundle (`probes.system(timeout=...)`)
+bounds `read_text` (a rankfile on a hung NFS mount) and the MPI collectives.
 
 A probe that hangs (a FIFO as the LSF rankfile, a collective whose peers never arrive) must
 not hang `resolve`. Each question runs in a daemon thread and is waited for at most `seconds`;
@@ -21,7 +22,7 @@ import attrs
 from probes import Comm, Probes
 from resolver.errors import ProbeFailed
 
-__all__ = ["DEFAULT_TIMEOUT", "BoundedComm", "bounded", "call"]
+__all__ = ["ALL", "DEFAULT_TIMEOUT", "LIVE", "BoundedComm", "bounded", "call"]
 
 DEFAULT_TIMEOUT = 120.0  # seconds; a collective waits for its slowest rank to arrive
 T = TypeVar("T")
@@ -88,15 +89,34 @@ class BoundedComm:
         return getattr(self._comm, name)
 
 
-def bounded(probes: Probes, seconds: float = DEFAULT_TIMEOUT) -> Probes:
-    """The same probes, each answer due within `seconds`."""
+ALL = ("hostname", "free_port", "read_text", "which", "comm")
+# the live hostname, free_port and which are kernel calls that cannot hang, and a thread costs
+# more than the call (hundreds of microseconds on a busy machine): the live bundle bounds the rest
+LIVE = ("read_text", "comm")
+
+
+def bounded(probes: Probes, seconds: float = DEFAULT_TIMEOUT, *, names: tuple[str, ...] = ALL) -> Probes:
+    """The same probes, the answers of those in `names` due within `seconds`.
+
+    `comm` bounds the collectives (the import, i.e. MPI_Init, stays on the calling thread);
+    `xla` is never bounded: torch_xla's runtime must be asked from the thread that runs it.
+    """
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0, not {seconds!r}")
-    # hostname, free_port and which are kernel calls that cannot hang, and a thread costs more
-    # than the call (hundreds of microseconds on a busy machine); torch_xla's runtime must be
-    # asked from the thread that runs it; MPI_Init (the comm probe's import) stays on this thread.
-    return attrs.evolve(
-        probes,
-        read_text=lambda path: call("read_text", seconds, probes.read_text, path),  # NFS can hang
-        comm=lambda: BoundedComm(probes.comm(), seconds),
-    )
+    unknown = set(names) - set(ALL)
+    if unknown:
+        raise ValueError(f"names={names!r}: expected names among {', '.join(ALL)}")
+    wrapped: dict[str, Any] = {}
+    for name in names:
+        if name == "comm":
+            wrapped["comm"] = lambda: BoundedComm(probes.comm(), seconds)
+        else:
+            wrapped[name] = _deadline(name, seconds, getattr(probes, name))
+    return attrs.evolve(probes, **wrapped)
+
+
+def _deadline(name: str, seconds: float, probe: Callable[..., Any]) -> Callable[..., Any]:
+    def ask(*args: Any) -> Any:
+        return call(name, seconds, probe, *args)
+
+    return ask

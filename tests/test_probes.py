@@ -66,13 +66,17 @@ def test_a_hanging_probe_becomes_probe_failed() -> None:
     def hang_reading(path: str) -> str:
         return hang()
 
-    slow = bounded(attrs.evolve(probes.fake(free_port=5), read_text=hang_reading), 0.2)
+    slow = bounded(attrs.evolve(probes.fake(free_port=5), read_text=hang_reading, hostname=hang), 0.2)
     start = time.monotonic()
     with pytest.raises(ProbeFailed, match=r"probe 'read_text' failed: no answer within 0.2 s"):
         slow.read_text("/nfs/rankfile")
     assert time.monotonic() - start < 5
     assert slow.free_port() == 5
+    with pytest.raises(ProbeFailed, match=r"probe 'hostname' failed: no answer within 0.2 s"):
+        slow.hostname()  # a probe of the user's own may hang too
     release.set()
+    with pytest.raises(ValueError, match="expected names among"):
+        bounded(probes.fake(), 1, names=("xla",))
 
 
 class HangingComm(FakeComm):
