@@ -148,12 +148,35 @@ def main() -> None:
             print(f"{op:9} {shape:7} | {mine} | {f'{slope(points):6.2f}' if points else '     -'}")
     print()
 
+    lightning_first()
+
     print("peak memory (tracemalloc) at the largest N")
     for shape in ("simple", "padded", "2-dim"):
         hostlist = shapes(SIZES[-1])[shape]
         print(f"  {shape} {hostlist}")
         for name, peak in memory(hostlist, SIZES[-1]):
             print(f"    {name:20} {peak:>14,} bytes")
+
+
+def lightning_first() -> None:
+    """Lightning's own nodelist resolver (SLURMEnvironment.resolve_root_node_address) vs `first`."""
+    try:
+        from lightning.fabric.plugins.environments import SLURMEnvironment
+    except ImportError:
+        print("lightning is not importable: its nodelist column is skipped (pip install lightning)")
+        return
+    print("first host: ours vs Lightning's SLURMEnvironment.resolve_root_node_address")
+    print(f"{'shape':7} {'N':>8} | {'ours min':>10} {'lightning min':>13} | {'ratio':>7} | ours / Lightning's answer")
+    for size in SIZES:
+        for shape, text in shapes(size).items():
+            our_min, _ = measure(lambda t=text: first(t))
+            their_min, _ = measure(lambda t=text: SLURMEnvironment.resolve_root_node_address(t))
+            answers = f"{first(text)} / {SLURMEnvironment.resolve_root_node_address(text)}"
+            print(
+                f"{shape:7} {size:>8} | {seconds(our_min)} {seconds(their_min):>13} | {their_min / our_min:6.1f}x | "
+                f"{answers}"
+            )
+    print()
 
 
 def memory(hostlist: str, size: int) -> list[tuple[str, int]]:
