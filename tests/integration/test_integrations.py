@@ -8,14 +8,11 @@ checks are here: the all_reduce summed every rank, and after destroy os.environ 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import require_tool
+from tests.integration.launching import launch as run_launcher
 from tests.integration.slurm_cluster import Cluster
 from tests.integrations import require_module
 
@@ -67,30 +65,7 @@ def clean_env(*extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def launch(args: list[str], env: Mapping[str, str], *, answers_in: Path | None = None, count: int = 0) -> str:
-    """Run a launcher in its own session, bounded by TIMEOUT; then end whatever is left of the session.
-
-    With `answers_in`, first wait (bounded) until `count` answers are there: Fabric's workers
-    may still be writing theirs when the process that spawned them exits.
-    """
-    with subprocess.Popen(
-        args, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    ) as proc:
-        try:
-            output, _ = proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"{args!r} did not finish in {TIMEOUT} s:\n{output}")
-        finally:
-            deadline = time.monotonic() + 60
-            while answers_in is not None and len(list(answers_in.glob("*.json"))) < count:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, f"{args!r} exited {proc.returncode}:\n{output[-5000:]}"
-    return output
+    return run_launcher(args, env, timeout=TIMEOUT, answers_in=answers_in, count=count)
 
 
 def answers(directory: Path, count: int, output: str) -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import IN_CI, require_tool
+from tests.integration.launching import launch as run_launcher
 
 pytestmark = pytest.mark.mpi
 
@@ -54,18 +54,7 @@ def clean_env(*extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def launch(args: list[str], env: Mapping[str, str], *, timeout: float = TIMEOUT) -> str:
-    """Run a launcher in its own session; on timeout kill the whole session (ranks included)."""
-    with subprocess.Popen(
-        args, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    ) as proc:
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"{args!r} did not finish in {timeout} s:\n{output}")
-    assert proc.returncode == 0, f"{args!r} exited {proc.returncode}:\n{output}"
-    return output
+    return run_launcher(args, env, timeout=timeout)
 
 
 def answers(directory: Path, ranks: int, output: str) -> list[dict[str, Any]]:
