@@ -26,6 +26,9 @@ BAD: dict[str, list[str]] = {
 
 RANKFILE = "/lsf/rankfile"
 RANKS = "launch\nh1\nh1\nh2\nh2\n"
+ENDPOINT = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+ENDPOINT_KINDS = {"MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT}
+# key: the source name, then ":" and a variant where one source reads several launchers' variables
 SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
     "torchelastic": (
         read_capture(captures("torchrun/2node_static/rank3.env")[0]),
@@ -95,6 +98,52 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MASTER_PORT": PORT,
         },
     ),
+    "mpi:hydra": (
+        {"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4", **ENDPOINT},
+        probes.fake(),
+        {"PMI_RANK": INDEX, "PMI_SIZE": COUNT, "MPI_LOCALRANKID": INDEX, "MPI_LOCALNRANKS": COUNT, **ENDPOINT_KINDS},
+    ),
+    "mpi:mvapich2": (
+        {
+            "MV2_COMM_WORLD_RANK": "3",
+            "MV2_COMM_WORLD_SIZE": "4",
+            "MV2_COMM_WORLD_LOCAL_RANK": "3",
+            "MV2_COMM_WORLD_LOCAL_SIZE": "4",
+            **ENDPOINT,
+        },
+        probes.fake(),
+        {
+            "MV2_COMM_WORLD_RANK": INDEX,
+            "MV2_COMM_WORLD_SIZE": COUNT,
+            "MV2_COMM_WORLD_LOCAL_RANK": INDEX,
+            "MV2_COMM_WORLD_LOCAL_SIZE": COUNT,
+            **ENDPOINT_KINDS,
+        },
+    ),
+    "mpi:pals": (
+        {
+            "PALS_RANKID": "3",
+            "PMI_SIZE": "4",
+            "PALS_LOCAL_RANKID": "1",
+            "PMI_LOCAL_SIZE": "2",
+            "PALS_NODEID": "1",
+            **ENDPOINT,
+        },
+        probes.fake(),
+        {
+            "PALS_RANKID": INDEX,
+            "PMI_SIZE": COUNT,
+            "PALS_LOCAL_RANKID": INDEX,
+            "PMI_LOCAL_SIZE": COUNT,
+            "PALS_NODEID": INDEX,
+            **ENDPOINT_KINDS,
+        },
+    ),
+    "mpi:pmi": (
+        {"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "3", "PMI_LOCAL_SIZE": "4", **ENDPOINT},
+        probes.fake(),
+        {"PMI_RANK": INDEX, "PMI_SIZE": COUNT, "PMI_LOCAL_RANK": INDEX, "PMI_LOCAL_SIZE": COUNT, **ENDPOINT_KINDS},
+    ),
     "lsf": (
         {
             "LSB_JOBID": "1234",
@@ -125,14 +174,16 @@ CASES = [
 
 def test_every_base_environment_resolves() -> None:
     for source, (environ, fake, _) in SOURCES.items():
-        assert resolver.resolve(environ, fake, source=source).source == source
+        name = source.partition(":")[0]
+        assert resolver.resolve(environ, fake, source=name).source == name
+        assert resolver.resolve(environ, fake).source == name or name == "kubeflow"  # auto-detected too
 
 
 @pytest.mark.parametrize(("source", "variable", "value"), CASES)
 def test_malformed_value_is_a_topology_error_naming_the_variable(source: str, variable: str, value: str) -> None:
     environ, fake, _ = SOURCES[source]
     with pytest.raises(TopologyError) as info:
-        resolver.resolve({**environ, variable: value}, fake, source=source)
+        resolver.resolve({**environ, variable: value}, fake, source=source.partition(":")[0])
     message = str(info.value)
     assert variable in message
     assert len(message) < 1000
@@ -147,10 +198,10 @@ def test_the_cli_says_the_same_in_text_and_json(
     environ, fake, _ = SOURCES[source]
     monkeypatch.setattr("probes.system", lambda **_: fake)
     bad = {**environ, variable: "1;$(id)"}
-    assert main(["--source", source], environ=bad) == 2
+    assert main(["--source", source.partition(":")[0]], environ=bad) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and variable in err and "Traceback" not in err
-    assert main(["--source", source, "--format", "json"], environ=bad) == 2
+    assert main(["--source", source.partition(":")[0], "--format", "json"], environ=bad) == 2
     out, err = capsys.readouterr()
     error = json.loads(out)["error"]
     assert variable in error["message"]
