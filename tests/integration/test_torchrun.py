@@ -43,9 +43,19 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def torchrun(*args: str) -> subprocess.Popen[str]:
+def torchrun(out: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", *args, str(WORKER), "--truth", "torchelastic"],
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            *args,
+            str(WORKER),
+            "--truth",
+            "torchelastic",
+            "--out",
+            str(out),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -53,13 +63,11 @@ def torchrun(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def collect(*agents: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    rows = []
+def collect(out: Path, *agents: subprocess.Popen[str]) -> list[dict[str, Any]]:
     for agent in agents:
-        out, err = agent.communicate(timeout=240)
+        _, err = agent.communicate(timeout=240)
         assert agent.returncode == 0, err[-3000:]
-        rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return rows
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
 
 
 def check_world(rows: list[dict[str, Any]], world: int, nodes: int) -> None:
@@ -76,23 +84,23 @@ def check_world(rows: list[dict[str, Any]], world: int, nodes: int) -> None:
     assert len({(r["topology"]["main_address"], r["topology"]["main_port"]) for r in rows}) == 1
 
 
-def test_one_agent_two_workers_c10d() -> None:
+def test_one_agent_two_workers_c10d(tmp_path: Path) -> None:
     rdzv = f"--rdzv-endpoint=127.0.0.1:{free_port()}"
-    rows = collect(torchrun("--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", rdzv))
+    rows = collect(tmp_path, torchrun(tmp_path, "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", rdzv))
     check_world(rows, 2, 1)
 
 
-def test_two_agents_two_workers_each_static() -> None:
+def test_two_agents_two_workers_each_static(tmp_path: Path) -> None:
     port = free_port()
     common = ["--nnodes=2", "--nproc-per-node=2", "--master-addr=127.0.0.1", f"--master-port={port}"]
-    rows = collect(*(torchrun(*common, f"--node-rank={rank}") for rank in (0, 1)))
+    rows = collect(tmp_path, *(torchrun(tmp_path, *common, f"--node-rank={rank}") for rank in (0, 1)))
     check_world(rows, 4, 2)
     assert {r["topology"]["main_port"] for r in rows} == {port}
     by_node = {(r["topology"]["node_rank"], r["topology"]["local_rank"]) for r in rows}
     assert by_node == {(0, 0), (0, 1), (1, 0), (1, 1)}
 
 
-def test_two_agents_two_workers_each_c10d() -> None:
+def test_two_agents_two_workers_each_c10d(tmp_path: Path) -> None:
     common = [
         "--nnodes=2",
         "--nproc-per-node=2",
@@ -100,6 +108,6 @@ def test_two_agents_two_workers_each_c10d() -> None:
         f"--rdzv-endpoint=127.0.0.1:{free_port()}",
         "--rdzv-id=job42",
     ]
-    rows = collect(*(torchrun(*common) for _ in (0, 1)))
+    rows = collect(tmp_path, *(torchrun(tmp_path, *common) for _ in (0, 1)))
     check_world(rows, 4, 2)
     assert {r["topology"]["job_id"] for r in rows} == {"job42"}

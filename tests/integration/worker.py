@@ -38,6 +38,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--truth", required=True)
     parser.add_argument("--no-group", action="store_true", help="resolve only, no process group")
+    parser.add_argument("--out", help="write DIR/<pid>.json instead of printing (workers sharing a pipe interleave)")
     args = parser.parse_args()
     topology = resolver.resolve(os.environ)
     out: dict[str, object] = {"topology": topology.to_dict(), "truth": truth(args.truth)}
@@ -51,7 +52,13 @@ def main() -> int:
             dist.all_reduce(value)
             dist.destroy_process_group()
         out["sum"] = value.item()
-    print(json.dumps(out), flush=True)
+    if args.out:
+        path = os.path.join(args.out, f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as handle:
+            json.dump(out, handle)
+        os.replace(path + ".tmp", path)  # whole files only: the reader never sees half of one
+    else:
+        print(json.dumps(out), flush=True)
     return 0
 
 
