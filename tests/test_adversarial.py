@@ -11,7 +11,7 @@ import pytest
 
 import probes
 import resolver
-from resolver import TopologyError
+from resolver import InvalidVariable, TopologyError
 from resolver.__main__ import main
 from tests.conftest import captures, read_capture
 
@@ -206,3 +206,13 @@ def test_the_cli_says_the_same_in_text_and_json(
     error = json.loads(out)["error"]
     assert variable in error["message"]
     assert error["type"] in {"InvalidVariable", "MissingVariable", "ProbeFailed", "InvalidTopology"}
+
+
+@pytest.mark.parametrize("value", BAD[INDEX])
+def test_pmix_rank_is_checked_before_the_comm_is_asked(value: str) -> None:
+    # PMIx gives no size (the comm does), so it has no resolvable base environment above; a bad
+    # rank must fail before any probe: probes.fake() would answer a comm question with ProbeFailed
+    env = {"PMIX_RANK": value, "PMIX_NAMESPACE": "ns", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1"}
+    with pytest.raises(InvalidVariable) as info:
+        resolver.resolve(env, probes.fake())
+    assert info.value.variable == "PMIX_RANK"
