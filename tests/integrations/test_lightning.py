@@ -17,7 +17,7 @@ import probes
 import resolver
 from resolver import InvalidSettings, Topology
 from tests.conftest import captures, read_capture
-from tests.integrations import require_module
+from tests.integrations import require_module, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -367,15 +367,7 @@ def test_without_lightning_the_import_error_names_the_extra() -> None:
         else:
             print(json.dumps({"message": None}))
     """
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    result = json.loads(out.stdout.splitlines()[-1])
+    result = run_python(code)
     assert result["message"] is not None
     assert "resolver.integrations.lightning needs lightning" in result["message"]
     assert "pip install 'cluster-topology[lightning]'" in result["message"]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +12,7 @@ from typing import Any
 import pytest
 
 from resolver import Topology
-from tests.integrations import require_module
+from tests.integrations import require_module, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = timedelta(seconds=30)
@@ -62,19 +59,6 @@ def _no_group_left() -> Iterator[None]:
         dist.destroy_process_group()
         pytest.fail("the test left torch's default process group initialized")
     assert snapshot() == before
-
-
-def run_python(code: str) -> Any:
-    """The JSON on the last line that `code` prints, run in a fresh interpreter."""
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    return json.loads(out.stdout.splitlines()[-1])
 
 
 # -- the process group ---------------------------------------------------------------------------
