@@ -6,9 +6,9 @@ from typing import Any
 import attrs
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from resolver import SCHEMA, InvalidTopology, Topology, TopologyError
+from resolver.testing import topologies
 
 BASE: dict[str, Any] = {
     "source": "torchelastic",
@@ -137,34 +137,6 @@ def test_from_dict_missing_field_and_not_a_mapping() -> None:
         Topology.from_dict([1, 2])  # type: ignore[arg-type]
     with pytest.raises(TopologyError):
         Topology.from_json("{not json")
-
-
-names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789.-"), min_size=1, max_size=30)
-optional_text = st.none() | st.text(max_size=20)
-
-
-@st.composite
-def topologies(draw: st.DrawFn) -> Topology:
-    world = draw(st.integers(1, 10_000))
-    local_world = draw(st.none() | st.integers(1, world))
-    nodes = draw(st.none() | st.integers(1, world))
-    return Topology(
-        source=draw(st.sampled_from(["torchelastic", "slurm", "mpi", "lightning", "kubeflow", "lsf", "xla"])),
-        world_size=world,
-        global_rank=draw(st.integers(0, world - 1)),
-        local_rank=draw(st.integers(0, (local_world or 64) - 1)),
-        node_rank=draw(st.integers(0, (nodes or 64) - 1)),
-        num_nodes=nodes,
-        local_world_size=local_world,
-        main_address=draw(st.none() | names),
-        main_port=draw(st.none() | st.integers(1, 65535)),
-        creates_processes_externally=draw(st.booleans()),
-        job_id=draw(optional_text),
-        job_name=draw(optional_text),
-        restart_count=draw(st.none() | st.integers(0, 100)),
-        provenance=draw(st.dictionaries(st.sampled_from(["world_size", "main_port"]), st.text(max_size=10))),
-        warnings=draw(st.lists(st.text(max_size=10), max_size=3)),
-    )
 
 
 @given(topologies())
