@@ -6,8 +6,10 @@ bounds `read_text` (a rankfile on a hung NFS mount) and the MPI collectives.
 A probe that hangs (a FIFO as the LSF rankfile, a collective whose peers never arrive) must
 not hang `resolve`. Each question runs in a daemon thread and is waited for at most `seconds`;
 on a timeout the thread is abandoned (it cannot be killed) and the error says so.
-MPI collectives go through a thread only when MPI allows calls from any thread
-(`MPI.Query_thread() >= THREAD_SERIALIZED`); otherwise they are called directly.
+MPI collectives of a real mpi4py communicator need no thread: they run as nonblocking MPI-3
+collectives polled until the deadline (`probes.nonblocking`), whatever thread level MPI was
+initialised with. Those of another communicator (a fake, another binding) go through a thread
+when MPI allows calls from any thread (`MPI.Query_thread() >= THREAD_SERIALIZED`), else directly.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from probes import Comm, Probes
+from probes import Comm, Probes, nonblocking
 from resolver.errors import ProbeFailed
 
 __all__ = ["ALL", "DEFAULT_TIMEOUT", "LIVE", "BoundedComm", "bounded", "call"]
@@ -66,7 +68,8 @@ class BoundedComm:
     def __init__(self, comm: Comm, seconds: float) -> None:
         self._comm = comm
         self._seconds = seconds
-        self._threads = _mpi_allows_threads()
+        self._polled = nonblocking.supports(comm)
+        self._threads = not self._polled and _mpi_allows_threads()
 
     def _bounded(self, name: str, function: Callable[..., T], *args: Any) -> T:
         if not self._threads:
@@ -80,9 +83,13 @@ class BoundedComm:
         return self._comm.Get_size()
 
     def allgather(self, sendobj: Any) -> list[Any]:
+        if self._polled:
+            return nonblocking.allgather(self._comm, sendobj, self._seconds)
         return self._bounded("allgather", self._comm.allgather, sendobj)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
+        if self._polled:
+            return nonblocking.bcast(self._comm, obj, root, self._seconds)
         return self._bounded("bcast", self._comm.bcast, obj, root)
 
     def __getattr__(self, name: str) -> Any:  # anything else: the real communicator's

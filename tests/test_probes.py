@@ -6,10 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import probes
 import resolver
-from probes import live
+from probes import live, nonblocking
 from probes.bounded import BoundedComm, bounded
 from probes.fakes import FakeComm
 from resolver import ProbeFailed
@@ -107,3 +109,71 @@ def test_errors_inside_a_bounded_probe_pass_through() -> None:
 def test_resolve_uses_bounded_live_probes() -> None:
     t = resolver.resolve({})
     assert t.provenance["main_port"] == "probe:free_port"
+
+
+# -- probes.system(timeout=...) and the polled collectives ------------------------------------------
+
+
+def test_system_with_a_timeout_is_one_bundle_per_timeout() -> None:
+    assert probes.system(timeout=120) is probes.system(timeout=120.0)  # built once: resolve calls it each time
+    assert probes.system(timeout=5) is not probes.system(timeout=120)
+    with pytest.raises(TypeError, match=r"timeout must be a number of seconds or None, not \[1\]"):
+        probes.system(timeout=[1])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not True"):
+        probes.system(timeout=True)
+    with pytest.raises(ValueError, match="seconds must be > 0, not 0"):
+        probes.system(timeout=0)
+
+
+@given(st.one_of(st.text(), st.binary(), st.integers(), st.none(), st.tuples(st.text(), st.integers())))
+def test_nonblocking_encoding_round_trips(obj: object) -> None:
+    assert nonblocking.decode(nonblocking.encode(obj)) == obj
+
+
+def test_nonblocking_sends_a_str_as_its_utf8() -> None:
+    assert nonblocking.encode("node01") == b"snode01"  # a hostname costs its length plus one byte
+    assert nonblocking.decode(memoryview(b"s\xed\xb3\xbf")) == "\udcff"  # surrogates from os.environ survive
+    with pytest.raises(ValueError, match="not an encoded object"):
+        nonblocking.decode(b"\x00garbage")
+
+
+@given(st.integers(min_value=1, max_value=2**40))
+def test_allgather_slots_bound_the_receive_buffer(size: int) -> None:
+    width = nonblocking.slot(size)
+    assert width % 4 == 0
+    assert nonblocking.MIN_SLOT <= width <= nonblocking.MAX_SLOT
+    assert width * size <= nonblocking.ALLGATHER_BUDGET or width == nonblocking.MIN_SLOT
+
+
+class Request:
+    """A nonblocking operation that completes after `polls` calls of Test(), or never (None)."""
+
+    def __init__(self, polls: int | None) -> None:
+        self.polls = polls
+        self.tests = 0
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's name
+        self.tests += 1
+        return self.polls is not None and self.tests > self.polls
+
+
+def test_polling_returns_when_the_operation_completes() -> None:
+    request = Request(polls=50)
+    nonblocking._wait(request, time.monotonic() + 30, 30, "comm.bcast", ())
+    assert request.tests == 51
+
+
+def test_polling_gives_up_at_the_deadline_and_keeps_the_buffers_alive() -> None:
+    buffer = bytearray(8)
+    start = time.monotonic()
+    with pytest.raises(ProbeFailed, match=r"probe 'comm\.allgather' failed: no answer within 0\.2 s"):
+        nonblocking._wait(Request(polls=None), start + 0.2, 0.2, "comm.allgather", (buffer,))
+    elapsed = time.monotonic() - start
+    assert 0.2 <= elapsed < 2
+    assert nonblocking.ABANDONED[-1][1] is buffer  # MPI may still write into it
+    nonblocking.ABANDONED.pop()
+
+
+def test_a_fake_comm_is_not_polled() -> None:
+    assert not nonblocking.supports(FakeComm(rank=0, size=2))
+    assert not nonblocking.supports(object())
