@@ -14,6 +14,7 @@ print(
     json.dumps(
         {
             "node": os.environ.get("SLURMD_NODENAME"),
+            "pmi": {k: v for k, v in os.environ.items() if k.startswith(("PMIX_", "PMI_"))},
             "rc": out.returncode,
             "err": out.stderr,
             "topology": json.loads(out.stdout) if out.returncode == 0 else None,

@@ -88,6 +88,17 @@ def test_srun_two_nodes_places_three_and_one(slurm_cluster: Cluster) -> None:
     assert sorted(r["topology"]["local_world_size"] for r in rows.values()) == [1, 3, 3, 3]
 
 
+@pytest.mark.parametrize("plugin", ["pmix", "pmi2"])
+def test_srun_with_an_mpi_plugin_stays_slurm(slurm_cluster: Cluster, plugin: str) -> None:
+    """`srun --mpi=pmix|pmi2` also writes PMIx/PMI variables: it is still SLURM's launch, SLURM's ranks."""
+    rows = reports(slurm_cluster, srun(slurm_cluster, f"--mpi={plugin} -N2 -n3"))
+    nodes = sorted({r["node"] for r in rows.values()})
+    check_step(slurm_cluster, rows, 3, nodes)
+    for task, row in rows.items():
+        rank = row["pmi"]["PMIX_RANK" if plugin == "pmix" else "PMI_RANK"]
+        assert int(rank) == task, row["pmi"]  # the plugin's rank is SLURM's task id
+
+
 def test_srun_bash_c_is_a_launch_and_a_gloo_group_forms(slurm_cluster: Cluster) -> None:
     out = srun(slurm_cluster, "-N2 -n4 --job-name=bash", f"bash -c '{WORKER}'")
     rows = {task: json.loads("".join(lines)) for task, lines in labelled(out).items()}
