@@ -6,13 +6,16 @@ For each world size it starts `mpirun -n N --oversubscribe` (Open MPI; as root i
 OMPI_ALLOW_RUN_AS_ROOT variables) running this file in rank mode. With MPI already initialised,
 every rank times, in interleaved rounds after a barrier:
 
-- `resolve`: `resolver.resolve(environ)` with the live probes and no MASTER_ADDR/MASTER_PORT, so
-  the comm supplies rank 0's hostname and a free port. On one machine Open MPI's
-  OMPI_COMM_WORLD_LOCAL_SIZE == OMPI_COMM_WORLD_SIZE says "one node", so this is one `bcast`;
-- `resolve+hosts`: the same with OMPI_COMM_WORLD_LOCAL_SIZE/LOCAL_RANK removed, as on several
-  nodes: the node and local ranks come from one `allgather` of (hostname, rank 0's endpoint);
-- `resolve(env)`: `resolver.resolve(environ)` as users call it, with the default live probes
-  (which may add a deadline to every probe answer; see `probes.system`);
+- `resolve(env)`: `resolver.resolve(environ)` as users call it, with the default live probes, and
+  no MASTER_ADDR/MASTER_PORT, so the comm supplies rank 0's hostname and a free port. On one
+  machine Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE == OMPI_COMM_WORLD_SIZE says "one node", so this
+  is one `bcast`; the default probes run it as a nonblocking `Ibcast` polled against a deadline
+  (`probes.nonblocking`);
+- `resolve(env)+hosts`: the same with OMPI_COMM_WORLD_LOCAL_SIZE/LOCAL_RANK removed, as on
+  several nodes: the node and local ranks come from one `allgather` of (hostname, rank 0's
+  endpoint), a polled `Iallgather`;
+- `resolve`, `resolve+hosts`: the same two with `probes.system()` (no deadline), whose comm is
+  mpi4py's COMM_WORLD itself: its lowercase `bcast`/`allgather`;
 - `allgather`: `COMM_WORLD.allgather(socket.gethostname())`, the reference;
 - `allgather+cpu`: that allgather, then a resolve that needs no comm (MASTER_ADDR/MASTER_PORT set):
   what any design with one collective must at least cost, since every rank still detects its
@@ -56,13 +59,15 @@ def rank_main(repeats: int) -> None:
     multi_node = {k: v for k, v in one_node.items() if k not in MULTI_NODE_DROP}
     no_comm = {**one_node, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     assert resolver.resolve(one_node, live).source == "mpi"
+    assert resolver.resolve(multi_node).provenance["node_rank"].startswith("probe:comm.allgather")
 
     cases: dict[str, Callable[[], object]] = {
         "allgather": lambda: comm.allgather(socket.gethostname()),
         "allgather+cpu": lambda: (comm.allgather(socket.gethostname()), resolver.resolve(no_comm, live)),
+        "resolve(env)": lambda: resolver.resolve(one_node),  # the default probes, as users call it
+        "resolve(env)+hosts": lambda: resolver.resolve(multi_node),
         "resolve": lambda: resolver.resolve(one_node, live),
         "resolve+hosts": lambda: resolver.resolve(multi_node, live),
-        "resolve(env)": lambda: resolver.resolve(one_node),  # the default probes, as users call it
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(20):  # warm up every path
@@ -118,7 +123,7 @@ def main() -> None:
     if shutil.which("mpirun") is None:
         raise SystemExit("needs Open MPI's mpirun (apt-get install openmpi-bin) and mpi4py")
     header = ("ranks", "case", "min us", "median us", "min x", "median x", "min /floor", "median /floor")
-    print("{:>5} {:<14} {:>9} {:>10} {:>6} {:>9} {:>11} {:>14}".format(*header))
+    print("{:>5} {:<18} {:>9} {:>10} {:>6} {:>9} {:>11} {:>14}".format(*header))
     for ranks in args.ranks:
         times = launch(ranks, args.repeats)["times"]
         ref = min(times["allgather"]), statistics.median(times["allgather"])
@@ -126,7 +131,7 @@ def main() -> None:
         for name, values in times.items():
             low, mid = min(values), statistics.median(values)
             print(
-                f"{ranks:>5} {name:<14} {low * 1e6:>9.1f} {mid * 1e6:>10.1f} {low / ref[0]:>6.2f} "
+                f"{ranks:>5} {name:<18} {low * 1e6:>9.1f} {mid * 1e6:>10.1f} {low / ref[0]:>6.2f} "
                 f"{mid / ref[1]:>9.2f} {low / floor[0]:>11.2f} {mid / floor[1]:>14.2f}"
             )
 

@@ -39,6 +39,7 @@ ALLGATHER_BUDGET = 16 << 20
 MAX_SLOT = 256
 MIN_SLOT = 16
 LENGTH = 4  # bytes of the length in front of every block and slot
+SPIN_TESTS = 32  # Test() calls before the clock is read
 SPIN = 0.002  # seconds of sched_yield polling before the poll starts sleeping
 MAX_PAUSE = 0.005  # the longest sleep between two polls, once the wait is long
 # operations abandoned on a timeout, with the buffers MPI may still write into: kept alive
@@ -56,28 +57,37 @@ def supports(comm: Any) -> bool:
         return False
 
 
+def _pickle() -> Any:
+    # imported on first use, not with this module: resolve imports it even where MPI never runs
+    import pickle
+
+    return pickle
+
+
 def encode(obj: object) -> bytes:
     if type(obj) is str:
         return b"s" + obj.encode("utf-8", "surrogatepass")
-    import pickle
-
+    pickle = _pickle()
     return b"p" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def decode(data: bytes | bytearray | memoryview) -> Any:
-    kind, body = bytes(data[:1]), data[1:]
-    if kind == b"s":
-        return bytes(body).decode("utf-8", "surrogatepass")
-    if kind == b"p":
-        import pickle
-
-        return pickle.loads(body)  # noqa: S301 - the peers of this MPI job, as in mpi4py's own collectives
+    kind = data[0] if len(data) else None
+    if kind == 115:  # b"s"
+        return bytes(data[1:]).decode("utf-8", "surrogatepass")
+    if kind == 112:  # b"p"
+        # unpickles what the peers of this MPI job sent, as mpi4py's own collectives do
+        return _pickle().loads(data[1:])
     raise ValueError(f"a collective delivered {bytes(data[:16])!r}...: not an encoded object")
 
 
 def slot(size: int) -> int:
     """Bytes per rank in `allgather`'s first round, a multiple of 4 in MIN_SLOT..MAX_SLOT."""
     return max(MIN_SLOT, min(MAX_SLOT, ALLGATHER_BUDGET // max(size, 1) // 4 * 4))
+
+
+def _byte() -> Any:
+    return sys.modules["mpi4py.MPI"].BYTE
 
 
 def _length(data: bytes) -> bytes:
@@ -88,11 +98,13 @@ def _length(data: bytes) -> bytes:
 
 def _wait(request: Any, deadline: float, seconds: float, name: str, keep: tuple[Any, ...]) -> None:
     """Poll `request` until it completes; past the deadline, abandon it and raise ProbeFailed(name)."""
-    if request.Test():
-        return
+    test = request.Test
+    for _ in range(SPIN_TESTS):  # most collectives complete within a few polls: no clock, no syscall
+        if test():
+            return
     start = time.monotonic()
     pause = 0.00005
-    while not request.Test():
+    while not test():
         now = time.monotonic()
         if now >= deadline:
             ABANDONED.append((request, *keep))
@@ -106,8 +118,6 @@ def _wait(request: Any, deadline: float, seconds: float, name: str, keep: tuple[
 
 def bcast(comm: Any, obj: object, root: int, seconds: float, name: str = "comm.bcast") -> Any:
     """`comm.bcast(obj, root)`, done within `seconds` or ProbeFailed(name)."""
-    from mpi4py import MPI
-
     deadline = time.monotonic() + seconds
     block = bytearray(BCAST_BLOCK)
     head = BCAST_BLOCK - LENGTH
@@ -117,19 +127,17 @@ def bcast(comm: Any, obj: object, root: int, seconds: float, name: str = "comm.b
         data = encode(obj)
         block[:LENGTH] = _length(data)
         block[LENGTH : LENGTH + min(len(data), head)] = data[:head]
-    _wait(comm.Ibcast([block, MPI.BYTE], root=root), deadline, seconds, name, (block,))
+    _wait(comm.Ibcast(block, root), deadline, seconds, name, (block,))
     length = int.from_bytes(block[:LENGTH], sys.byteorder)
     if length <= head:
         return decode(memoryview(block)[LENGTH : LENGTH + length])
     rest = bytearray(data[head:]) if is_root else bytearray(length - head)
-    _wait(comm.Ibcast([rest, MPI.BYTE], root=root), deadline, seconds, name, (rest,))
+    _wait(comm.Ibcast(rest, root), deadline, seconds, name, (rest,))
     return decode(bytes(block[LENGTH:]) + rest)
 
 
 def allgather(comm: Any, obj: object, seconds: float, name: str = "comm.allgather") -> list[Any]:
     """`comm.allgather(obj)`, done within `seconds` or ProbeFailed(name)."""
-    from mpi4py import MPI
-
     deadline = time.monotonic() + seconds
     size = comm.Get_size()
     width = slot(size)
@@ -139,7 +147,7 @@ def allgather(comm: Any, obj: object, seconds: float, name: str = "comm.allgathe
     send[:LENGTH] = _length(data)
     send[LENGTH : LENGTH + min(len(data), head)] = data[:head]
     slots = bytearray(width * size)
-    _wait(comm.Iallgather([send, MPI.BYTE], [slots, MPI.BYTE]), deadline, seconds, name, (send, slots))
+    _wait(comm.Iallgather(send, slots), deadline, seconds, name, (send, slots))
     view = memoryview(slots)
     lengths = [int.from_bytes(view[i : i + LENGTH], sys.byteorder) for i in range(0, len(slots), width)]
     overflow = [max(0, n - head) for n in lengths]
@@ -151,7 +159,7 @@ def allgather(comm: Any, obj: object, seconds: float, name: str = "comm.allgathe
             offsets[i] = total
             total += n
         mine = bytearray(data[head:])
-        request = comm.Iallgatherv([mine, MPI.BYTE], [extra, (overflow, offsets), MPI.BYTE])
+        request = comm.Iallgatherv(mine, [extra, (overflow, offsets), _byte()])
         _wait(request, deadline, seconds, name, (mine, extra))
     out = []
     for i, n in enumerate(lengths):
