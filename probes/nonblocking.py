@@ -68,7 +68,8 @@ def encode(obj: object) -> bytes:
     if type(obj) is str:
         return b"s" + obj.encode("utf-8", "surrogatepass")
     pickle = _pickle()
-    return b"p" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data: bytes = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return b"p" + data
 
 
 def decode(data: bytes | bytearray | memoryview) -> Any:
