@@ -146,11 +146,37 @@ LIBMPI_HINT = (
 )
 
 NOT_FOUND = f"none of {', '.join(c.marker for c in LAUNCHERS)} is set (never asks mpi4py); rule: {RULE}"
+_NOT_FOUND = Detection(False, NOT_FOUND, ())
 
 # What travels in the one collective: each rank's hostname (a plain str, as in a bare allgather of
 # the hostnames), and from rank 0 (hostname, main address, main port, error). A rank whose probe
 # failed sends that tuple too, with the error, so that every rank fails the same way.
 _Payload = tuple[str | None, str | None, int | None, str | None]
+
+
+class _Plan(NamedTuple):
+    """What detect and resolve need of one launcher beyond its fields, computed once per launcher."""
+
+    launcher: Launcher
+    names: tuple[str, ...]  # Launcher.names
+    one_node: tuple[str, str, str]  # the origins of node_rank, num_nodes and local_rank on one node
+
+
+def _make_plan(found: Launcher) -> _Plan:
+    one_node = found.one_node
+    origins = ("formula:0 " + one_node, "formula:1 " + one_node, "formula:global rank " + one_node)
+    return _Plan(found, found.names, origins)
+
+
+# For speed: detect and resolve run on every resolve, and `Launcher.names`/`one_node` build their
+# values on each access. Keyed by marker (a str hashes faster than a Launcher); a launcher that is
+# not one of these objects gets its plan made when asked.
+_PLANS: dict[str, _Plan] = {found.marker: _make_plan(found) for found in LAUNCHERS}
+
+
+def _plan(found: Launcher) -> _Plan:
+    plan = _PLANS.get(found.marker)
+    return plan if plan is not None and plan.launcher is found else _make_plan(found)
 
 
 def launcher(environ: Mapping[str, str]) -> Launcher | None:
@@ -187,15 +213,15 @@ class Mpi:
     def detect(self, environ: Mapping[str, str]) -> Detection:
         found = launcher(environ)
         if found is None:
-            return Detection(False, NOT_FOUND, ())
-        variables = env.present(environ, *found.names)
+            return _NOT_FOUND  # preallocated for speed: the answer of most non-MPI resolves
+        variables = env.present_among(environ, _plan(found).names)
         if found.size is None:
             return Detection(
                 True, f"{found.marker} is set ({found.name}); the comm gives the world size; rule: {RULE}", variables
             )
-        if _size_is_one(environ, found):
+        size = environ.get(found.size, "<unset>")  # read once (`_size_is_one` would read it again)
+        if size == "1":
             return Detection(False, f"{found.size}=1 ({found.name}): a world of size 1 is not MPI", variables)
-        size = environ.get(found.size, "<unset>")
         who = "mpirun/mpiexec started this process" if found.mpirun_only else "unless SLURM matched first"
         return Detection(True, f"{found.size}={size} ({found.name}): {who}; rule: {RULE}", variables)
 
@@ -206,13 +232,28 @@ class Mpi:
 class _Resolution:
     """One rank's resolution: the environment's values first, then at most one collective."""
 
+    __slots__ = (
+        "address",
+        "b",
+        "environ",
+        "error",
+        "found",
+        "local_rank",
+        "local_size",
+        "node",
+        "port",
+        "probes",
+        "rank",
+        "size",
+    )
+
     def __init__(self, environ: Mapping[str, str], probes: Probes) -> None:
         self.environ = environ
         self.probes = probes
         self.found = launcher(environ)
         self.b = Builder(NAME, environ)
         self.error: TopologyError | None = None  # this rank's probe failure, raised after the collective
-        # what the environment gave; None is what the comm must supply
+        # what the environment gave; None is what the comm must supply (set by `run`)
         self.rank: int | None = None
         self.size: int | None = None
         self.local_rank: int | None = None
@@ -224,39 +265,42 @@ class _Resolution:
     def optional(self, field: str, variable: str | None, minimum: int = 0) -> int | None:
         if variable is None:
             return None
-        value = env.optional_integer(self.environ, variable, minimum=minimum)
-        if value is not None:
-            self.b.env(field, value, variable)
+        raw = self.environ.get(variable)  # `env.optional_integer`, inlined for speed
+        if raw is None:
+            return None
+        value: int = self.b.env(field, env.check_integer(variable, raw, minimum), variable)
         return value
 
     def run(self) -> Topology:
+        # locals on the way, stored on self once: this runs on every MPI resolve
         environ, found, b = self.environ, self.found, self.b
+        rank = size = local_rank = local_size = node = address = port = None
         b.set("creates_processes_externally", True, "source:mpi the launcher starts every rank")
         if found is not None:
-            self.rank = b.env("global_rank", env.integer(environ, found.rank, source=NAME), found.rank)
+            rank = b.env("global_rank", env.integer(environ, found.rank, source=NAME), found.rank)
             if found.size is not None:
-                size = env.integer(environ, found.size, minimum=1, source=NAME)
-                self.size = b.env("world_size", size, found.size)
-            self.local_rank = self.optional("local_rank", found.local_rank)
-            self.local_size = self.optional("local_world_size", found.local_size, minimum=1)
-            self.node = self.optional("node_rank", found.node_rank)
+                size = b.env("world_size", env.integer(environ, found.size, minimum=1, source=NAME), found.size)
+            local_rank = self.optional("local_rank", found.local_rank)
+            local_size = self.optional("local_world_size", found.local_size, minimum=1)
+            node = self.optional("node_rank", found.node_rank)
             if found.job_id is not None and found.job_id in environ:
                 b.env("job_id", env.text(environ, found.job_id), found.job_id)
-            if self.node is None and self.size is not None and self.local_size == self.size:
+            if node is None and size is not None and local_size == size:
                 # every rank is on this node: no hostnames needed, and the local rank is the global one
-                self.node = b.set("node_rank", 0, "formula:0 " + found.one_node)
-                b.set("num_nodes", 1, "formula:1 " + found.one_node)
-                if self.local_rank is None:
-                    self.local_rank = b.set("local_rank", self.rank, "formula:global rank " + found.one_node)
-        if "MASTER_ADDR" in environ:
-            self.address = b.env("main_address", env.address(environ, "MASTER_ADDR"), "MASTER_ADDR")
-        if "MASTER_PORT" in environ:
-            self.port = b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
+                node_origin, nodes_origin, local_origin = _plan(found).one_node
+                node = b.set("node_rank", 0, node_origin)
+                b.set("num_nodes", 1, nodes_origin)
+                if local_rank is None:
+                    local_rank = b.set("local_rank", rank, local_origin)
+        address = b.optional_address("MASTER_ADDR")
+        port = b.optional_port("MASTER_PORT")
+        self.rank, self.size, self.local_rank, self.local_size = rank, size, local_rank, local_size
+        self.node, self.address, self.port = node, address, port
 
-        if None in (self.rank, self.size, self.node, self.local_rank, self.address, self.port):
+        if rank is None or size is None or node is None or local_rank is None or address is None or port is None:
             self.precheck()  # a bad variable is named before MPI is initialised for the rest
             comm, rank, size = self.comm()
-            if self.local_rank is None or self.node is None:
+            if local_rank is None or node is None:
                 self.gather(comm, rank, size)
             else:
                 self.broadcast(comm, rank)
