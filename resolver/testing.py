@@ -1035,7 +1035,9 @@ class LsfLaunch:
     Not checked against a capture (there is none here): the variables are those LSF documents for job
     execution (LSB_JOBID, LSB_JOBNAME, LSB_QUEUE, LSB_MCPU_HOSTS, LSB_DJOB_HOSTFILE, LSB_DJOB_RANKFILE)
     and jsrun's JSM_NAMESPACE_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}. The rankfile lists `launch_host` once,
-    then each compute host once per slot (`slots_per_host`, default `tasks_per_host`).
+    then each compute host once per slot (`slots_per_host`, default `tasks_per_host`). LSB_JOBINDEX is
+    `job_index`: LSF sets it for every job, 0 unless the job is an element of a job array (``bsub -J
+    "name[1-10]"``), whose elements share `job_id`.
     """
 
     hosts: tuple[str, ...] = attrs.field(default=("a01n01",), converter=_hosts, validator=_distinct)
@@ -1043,6 +1045,7 @@ class LsfLaunch:
     slots_per_host: int | None = attrs.field(default=None, validator=_positive)
     launch_host: str = "batch1"
     job_id: int = attrs.field(default=1234, validator=_positive)
+    job_index: int = attrs.field(default=0, validator=_not_negative)
     job_name: str = "job"
     queue: str = "batch"
     home: str = "/home/user"
@@ -1081,6 +1084,7 @@ class LsfLaunch:
             "LSB_DJOB_HOSTFILE": self.hostfile,
             "LSB_DJOB_RANKFILE": self.rankfile,
             "LSB_JOBID": str(self.job_id),
+            "LSB_JOBINDEX": str(self.job_index),
             "LSB_JOBNAME": self.job_name,
             "LSB_MCPU_HOSTS": " ".join([self.launch_host, "1", *(f"{host} {slots}" for host in self.hosts)]),
             "LSB_QUEUE": self.queue,
@@ -1292,6 +1296,7 @@ def _lsf_jobs(most: int) -> SearchStrategy[Job]:
             tasks_per_host=per_host,
             slots_per_host=draw(st.integers(per_host, per_host + 2)),
             job_id=draw(st.integers(1, 10**7)),
+            job_index=draw(st.sampled_from([0, 0, 1]) | st.integers(0, 10**5)),
         )
         return launch.job()
 

@@ -147,6 +147,7 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
     "lsf": (
         {
             "LSB_JOBID": "1234",
+            "LSB_JOBINDEX": "2",
             "LSB_DJOB_RANKFILE": RANKFILE,
             "JSM_NAMESPACE_LOCAL_RANK": "1",
             "JSM_NAMESPACE_SIZE": "4",
@@ -156,6 +157,7 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         probes.fake(hostname="h2", files={RANKFILE: RANKS}),
         {
             "LSB_JOBID": INDEX,
+            "LSB_JOBINDEX": INDEX,
             "JSM_NAMESPACE_LOCAL_RANK": INDEX,
             "JSM_NAMESPACE_SIZE": COUNT,
             "JSM_NAMESPACE_RANK": INDEX,

@@ -9,6 +9,11 @@ Hostname matching (Lightning compares `socket.gethostname()` exactly): an exact 
 otherwise the short names (first label, case-insensitive) are compared, and a unique match is
 taken, so `node1.cluster` finds `node1` and the other way round. IP addresses are compared
 exactly only: their first label is not a name.
+
+The main port is `MASTER_PORT` when set, else Lightning's `LSB_JOBID % 1000 + 10000`. An element
+of a job array (`LSB_JOBINDEX` > 0; the elements share `LSB_JOBID`) takes
+`(LSB_JOBID + LSB_JOBINDEX) % 1000 + 10000` instead, so that up to 1000 elements of one array
+sharing a node do not all pick one port, and records `array_job_id`/`array_task_id`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ RANK_VARIABLES = (  # (field, variable, what jsrun means by it, minimum)
     ("local_rank", "JSM_NAMESPACE_LOCAL_RANK", "the task's rank on its node", 0),
 )
 PORT_BASE = 10000  # Lightning's formula: LSB_JOBID % 1000 + 10000, the same on every rank
+INDEX = "LSB_JOBINDEX"  # a job array element's index; 0 (or unset) for a job that is not an array
 _PREVIEW = 5  # compute hosts quoted when this host is not among them
 _NOT_A_NAME = re.compile(r"[0-9]+")  # an IPv4 address's first label
 # preallocated for speed: what detect answers outside LSF
@@ -106,6 +112,34 @@ def _jsrun_integer(environ: Mapping[str, str], name: str, what: str, *, minimum:
     return env.integer(environ, name, minimum=minimum, source=NAME)
 
 
+def _job_and_port(b: Builder, environ: Mapping[str, str]) -> None:
+    """The job's ids and name, and the main port (`MASTER_PORT`, else the formula on the job id)."""
+    job = env.integer(environ, "LSB_JOBID", source=NAME)  # an integer even when MASTER_PORT is set
+    b.env("job_id", env.text(environ, "LSB_JOBID"), "LSB_JOBID")
+    # LSF sets LSB_JOBINDEX for every job: 0 outside a job array, else this element's index
+    # (array elements share LSB_JOBID)
+    index = env.optional_integer(environ, INDEX) or 0
+    if index:
+        b.env("array_job_id", env.text(environ, "LSB_JOBID"), "LSB_JOBID")
+        b.env("array_task_id", env.text(environ, INDEX), INDEX)
+    job_name = env.optional_text(environ, "LSB_JOBNAME")
+    if job_name is not None:
+        b.env("job_name", job_name, "LSB_JOBNAME")
+    if "MASTER_PORT" in environ:
+        b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
+    elif index:
+        # elements of one array often share a node: Lightning's formula would give them all one port
+        port = (job + index) % 1000 + PORT_BASE
+        b.set(
+            "main_port",
+            port,
+            f"formula:(LSB_JOBID + {INDEX}) % 1000 + {PORT_BASE} (({job} + {index}) % 1000 + {PORT_BASE})",
+        )
+    else:
+        port = job % 1000 + PORT_BASE
+        b.set("main_port", port, f"formula:LSB_JOBID % 1000 + {PORT_BASE} ({job} % 1000 + {PORT_BASE})")
+
+
 class Lsf:
     """Lightning's LSFEnvironment, as a pure function of the environment and the rankfile."""
 
@@ -131,16 +165,7 @@ class Lsf:
         local_size = env.optional_integer(environ, "JSM_NAMESPACE_LOCAL_SIZE", minimum=1)
         if local_size is not None:
             b.env("local_world_size", local_size, "JSM_NAMESPACE_LOCAL_SIZE")
-        job = env.integer(environ, "LSB_JOBID", source=NAME)  # an integer even when MASTER_PORT is set
-        b.env("job_id", env.text(environ, "LSB_JOBID"), "LSB_JOBID")
-        job_name = env.optional_text(environ, "LSB_JOBNAME")
-        if job_name is not None:
-            b.env("job_name", job_name, "LSB_JOBNAME")
-        if "MASTER_PORT" in environ:
-            b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
-        else:
-            port = job % 1000 + PORT_BASE
-            b.set("main_port", port, f"formula:LSB_JOBID % 1000 + {PORT_BASE} ({job} % 1000 + {PORT_BASE})")
+        _job_and_port(b, environ)
         b.set("creates_processes_externally", True, "source:lsf: jsrun starts every task")
 
         path = env.text(environ, RANKFILE, source=NAME, expected="the path of the job's rankfile, set by LSF")

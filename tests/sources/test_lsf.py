@@ -18,6 +18,7 @@ import probes
 import resolver
 from probes import Probes
 from resolver import InvalidVariable, MissingVariable, ProbeFailed, TopologyError
+from resolver import testing as rt
 from resolver.sources import lsf
 
 RANKFILE = "/var/lsf/job/1234.rankfile"
@@ -138,6 +139,43 @@ def test_more_hosts_than_tasks_leaves_num_nodes_unknown() -> None:
     )
 
 
+# -- job arrays (LSB_JOBINDEX) -------------------------------------------------------------------
+
+
+def test_an_array_element_records_its_index_and_takes_its_own_port() -> None:
+    t = resolver.resolve({**JOB, "LSB_JOBINDEX": "7"}, fake())
+    assert (t.job_id, t.array_job_id, t.array_task_id) == ("123456", "123456", "7")
+    assert t.main_port == (123456 + 7) % 1000 + 10000 == 10463
+    assert t.provenance["array_job_id"] == "env:LSB_JOBID"
+    assert t.provenance["array_task_id"] == "env:LSB_JOBINDEX"
+    formula = "formula:(LSB_JOBID + LSB_JOBINDEX) % 1000 + 10000 ((123456 + 7) % 1000 + 10000)"
+    assert t.provenance["main_port"] == formula
+
+
+def test_index_zero_is_not_an_array_and_keeps_lightnings_port() -> None:
+    # LSF sets LSB_JOBINDEX=0 for every job that is not an array element
+    plain = resolver.resolve(JOB, fake())
+    zero = resolver.resolve({**JOB, "LSB_JOBINDEX": "0"}, fake())
+    assert zero == plain
+    assert dict(zero.provenance) == dict(plain.provenance)
+    assert (zero.array_job_id, zero.array_task_id, zero.main_port) == (None, None, 123456 % 1000 + 10000)
+
+
+def test_master_port_still_wins_for_an_array_element() -> None:
+    t = resolver.resolve({**JOB, "LSB_JOBINDEX": "3", "MASTER_PORT": "29500"}, fake())
+    assert (t.main_port, t.provenance["main_port"], t.array_task_id) == (29500, "env:MASTER_PORT", "3")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 10**7), st.integers(1, 40))
+def test_elements_of_one_array_on_one_node_get_distinct_ports(job_id: int, elements: int) -> None:
+    # Lightning's LSB_JOBID % 1000 + 10000 gives every element of an array the same port
+    tasks = [rt.lsf_env(job_id=job_id, job_index=index) for index in range(1, elements + 1)]
+    ports = [resolver.resolve(task.environ, task.probes()).main_port for task in tasks]
+    assert len(set(ports)) == elements
+    assert all(10000 <= port <= 10999 for port in ports)  # type: ignore[operator]
+
+
 # -- detection ---------------------------------------------------------------------------------
 
 
@@ -194,6 +232,9 @@ def test_missing_variables(env: dict[str, str], variable: str, words: str) -> No
         ({"LSB_JOBID": "12a"}, "LSB_JOBID", "decimal integer"),
         ({"LSB_JOBID": "12a", "MASTER_PORT": "29500"}, "LSB_JOBID", "decimal integer"),
         ({"LSB_JOBID": "-5"}, "LSB_JOBID", "decimal integer"),
+        ({"LSB_JOBINDEX": "x"}, "LSB_JOBINDEX", "decimal integer"),
+        ({"LSB_JOBINDEX": "-1", "MASTER_PORT": "29500"}, "LSB_JOBINDEX", "decimal integer"),
+        ({"LSB_JOBINDEX": ""}, "LSB_JOBINDEX", "decimal integer"),
         ({"LSB_DJOB_RANKFILE": ""}, "LSB_DJOB_RANKFILE", "not an empty string"),
         ({"JSM_NAMESPACE_RANK": "6"}, "JSM_NAMESPACE_RANK", "< world_size (6) (world_size from JSM_NAMESPACE_SIZE=6)"),
         ({"JSM_NAMESPACE_SIZE": "0"}, "JSM_NAMESPACE_SIZE", ">= 1"),
