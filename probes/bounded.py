@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from probes import Comm, Probes, nonblocking
+from probes import Comm, Probes
 from resolver.errors import ProbeFailed
 
 __all__ = ["ALL", "DEFAULT_TIMEOUT", "LIVE", "BoundedComm", "bounded", "call"]
@@ -66,8 +66,12 @@ class BoundedComm:
     """A communicator whose collectives must finish within the deadline."""
 
     def __init__(self, comm: Comm, seconds: float) -> None:
+        # imported here, not with the module: every resolve builds the live bundle, few ask the comm
+        from probes import nonblocking
+
         self._comm = comm
         self._seconds = seconds
+        self._nonblocking = nonblocking
         self._polled = nonblocking.supports(comm)
         self._threads = not self._polled and _mpi_allows_threads()
 
@@ -84,12 +88,12 @@ class BoundedComm:
 
     def allgather(self, sendobj: Any) -> list[Any]:
         if self._polled:
-            return nonblocking.allgather(self._comm, sendobj, self._seconds)
+            return self._nonblocking.allgather(self._comm, sendobj, self._seconds)
         return self._bounded("allgather", self._comm.allgather, sendobj)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         if self._polled:
-            return nonblocking.bcast(self._comm, obj, root, self._seconds)
+            return self._nonblocking.bcast(self._comm, obj, root, self._seconds)
         return self._bounded("bcast", self._comm.bcast, obj, root)
 
     def __getattr__(self, name: str) -> Any:  # anything else: the real communicator's

@@ -26,6 +26,7 @@ def loaded_after(code: str) -> set[str]:
 def test_import_and_resolve_stay_light() -> None:
     modules = loaded_after("import os, resolver; resolver.resolve(os.environ); resolver.explain(os.environ)")
     assert not {m for m in modules if m.split(".")[0] in HEAVY or m in HEAVY}
+    assert "probes.nonblocking" not in modules  # the MPI polling code: only once a comm is asked
 
 
 def test_every_public_name_is_exported() -> None:
