@@ -263,13 +263,7 @@ class _Resolution:
         self.port: int | None = None
 
     def optional(self, field: str, variable: str | None, minimum: int = 0) -> int | None:
-        if variable is None:
-            return None
-        raw = self.environ.get(variable)  # `env.optional_integer`, inlined for speed
-        if raw is None:
-            return None
-        value: int = self.b.env(field, env.check_integer(variable, raw, minimum), variable)
-        return value
+        return None if variable is None else self.b.optional_int(field, variable, minimum=minimum)
 
     def run(self) -> Topology:
         # locals on the way, stored on self once: this runs on every MPI resolve
