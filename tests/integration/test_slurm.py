@@ -111,6 +111,21 @@ def test_srun_bash_c_is_a_launch_and_a_gloo_group_forms(slurm_cluster: Cluster) 
         assert row["sum"] == 10.0
 
 
+def test_a_heterogeneous_step_is_one_world(slurm_cluster: Cluster) -> None:
+    """`srun A : B` runs the components' tasks as one step: one world of 3 + 2 ranks, one gloo group."""
+    rows = reports(slurm_cluster, srun(slurm_cluster, "-N2 -n3 : -N1 -n2"))
+    nodes = sorted({r["node"] for r in rows.values()})
+    assert len(nodes) == 3  # components never share a node on this cluster
+    check_step(slurm_cluster, rows, 5, nodes)
+    out = srun(slurm_cluster, "-N2 -n3 : -N1 -n2", WORKER)
+    gloo = {task: json.loads("".join(lines)) for task, lines in labelled(out).items()}
+    assert sorted(gloo) == [0, 1, 2, 3, 4]
+    for task, row in gloo.items():
+        t = row["topology"]
+        assert {k: t[k] for k in row["truth"]} == row["truth"]
+        assert (t["source"], t["global_rank"], row["sum"]) == ("slurm", task, 15.0)
+
+
 def test_one_task_named_bash_or_interactive_is_a_shell(slurm_cluster: Cluster) -> None:
     for name in ("bash", "interactive"):
         rows = reports(slurm_cluster, srun(slurm_cluster, f"-n1 --job-name={name}"))

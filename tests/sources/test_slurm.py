@@ -75,6 +75,10 @@ def job(folder: str) -> list[resolver.Topology]:
         ("f_2node_sbatch_N2_n3", "step0", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1)]),
         ("g_2node_sbatch_substeps", "step1", "ci2", [(0, 0, 1)]),  # a one-node step inside a two-node job
         ("g_2node_sbatch_substeps", "step2", "ci1", [(0, 0, 1), (1, 1, 1)]),
+        # heterogeneous steps: SLURM merges the components' tasks into one step (global PROCID, NODEID)
+        ("i_het_srun_N2_n3_N1_n2", "", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1), (3, 2, 2), (4, 2, 2)]),
+        ("i_het_sbatch", "step0", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1)]),  # srun --het-group=0,1
+        ("i_het_sbatch", "step1", "ci2", [(0, 0, 1)]),  # srun --het-group=1: the second component alone
     ],
 )
 def test_whole_jobs_agree(folder: str, step: str, address: str, layout: list[tuple[int, int, int]]) -> None:
