@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _socket  # the C module: `socket` costs ~2 ms of import for two calls
+import os
 from typing import Any
 
 from probes import Comm, Probes, XlaRuntime
@@ -37,7 +38,6 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # a rankfile of a million hosts is ~20 MB
 
 def read_text(path: str) -> str:
     """A regular file's text, at most MAX_FILE_BYTES: not a FIFO or device that never ends."""
-    import os
     import stat
 
     try:
@@ -55,9 +55,31 @@ def read_text(path: str) -> str:
 
 
 def which(name: str) -> str | None:
-    import shutil
+    """`shutil.which(name)` on POSIX, in a third of its time: the default source asks it on every
+    resolve (for Lightning's srun warning), and shutil's three checks per PATH entry cost ~25 us.
 
-    return shutil.which(name)
+    One `os.access(X_OK)` per entry answers for a missing file too (False, no exception); only a hit
+    is checked for being a directory. Same search: PATH split on os.pathsep, repeated entries
+    skipped, an empty entry meaning the current directory; a name with a directory part, an unset
+    PATH and non-POSIX systems go to shutil.which itself.
+    """
+    path = os.environ.get("PATH")
+    if path is None or os.name != "posix" or os.sep in name or not name:
+        import shutil
+
+        return shutil.which(name)
+    if not path:
+        return None  # as shutil: PATH='' finds nothing, PATH=':' looks in the current directory
+    seen = set()
+    for folder in path.split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        # os.path.join(folder, name), spelled out: `name` has no separator, so this is what it returns
+        candidate = f"{folder}/{name}" if folder and folder[-1] != "/" else folder + name
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 def comm() -> Comm:

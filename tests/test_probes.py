@@ -25,6 +25,61 @@ def test_live_probes_answer() -> None:
     assert p.which("no-such-command-here") is None
 
 
+@pytest.fixture(scope="module")
+def command_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Folders holding `tool` in every shape: executable, not executable, a folder, links, none."""
+    root = tmp_path_factory.mktemp("which")
+    shapes: dict[str, str] = {}
+    for kind in ("exec", "plain", "folder", "link", "broken", "empty", "execdir"):
+        folder = root / kind
+        folder.mkdir()
+        shapes[kind] = str(folder)
+    (root / "exec" / "tool").write_text("#!/bin/sh\n")
+    (root / "exec" / "tool").chmod(0o755)
+    (root / "plain" / "tool").write_text("data\n")
+    (root / "plain" / "tool").chmod(0o644)
+    (root / "folder" / "tool").mkdir()
+    (root / "link" / "tool").symlink_to(root / "exec" / "tool")
+    (root / "broken" / "tool").symlink_to(root / "nowhere")
+    (root / "execdir" / "tool").mkdir(mode=0o755)
+    shapes["missing"] = str(root / "missing")
+    shapes["file"] = str(root / "exec" / "tool")  # a PATH entry that is a file, not a folder
+    return shapes
+
+
+@given(
+    st.lists(
+        st.sampled_from(["exec", "plain", "folder", "link", "broken", "empty", "execdir", "missing", "file", ""])
+        | st.sampled_from(["exec", "link"]).map(lambda k: k + "/"),
+        max_size=6,
+    ),
+    st.sampled_from(["tool", "sh", "no-such-tool", "", "./tool", "exec/tool"]),
+)
+def test_live_which_answers_what_shutil_which_does(command_dirs: dict[str, str], kinds: list[str], name: str) -> None:
+    import shutil
+
+    # an empty entry is the current directory; a trailing "/" must not double the separator
+    entries = [command_dirs[k.rstrip("/")] + ("/" if k.endswith("/") else "") if k else "" for k in kinds]
+    before, cwd = os.environ.get("PATH"), os.getcwd()
+    try:
+        os.environ["PATH"] = os.pathsep.join(entries)
+        os.chdir(str(Path(command_dirs["exec"]).parent))  # "./tool" and "exec/tool" resolve from here
+        assert live.which(name) == shutil.which(name)
+    finally:
+        os.chdir(cwd)
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
+
+
+def test_live_which_with_path_unset_uses_the_system_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    monkeypatch.delenv("PATH")
+    assert live.which("sh") == shutil.which("sh") is not None
+
+
 def test_read_text_refuses_what_never_ends(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
