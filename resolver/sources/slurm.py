@@ -130,7 +130,16 @@ class Slurm:
                 (marker,),
             )
         found = env.present(environ, "SLURM_STEP_ID", "SLURM_PROCID", tasks_var)
-        return Detection(True, "an srun task" + (" of a step" if in_step else ""), found)
+        reason = "an srun task" + (" of a step" if in_step else "")
+        components = environ.get("SLURM_HET_SIZE")
+        if components is not None:
+            # SLURM merges the step's components: global SLURM_PROCID, their total in SLURM_STEP_NUM_TASKS
+            reason += (
+                f" of a heterogeneous job (SLURM_HET_SIZE={components} components): the tasks of every component "
+                f"the step runs form one world of {tasks_var}={tasks}"
+            )
+            found = (*found, "SLURM_HET_SIZE")
+        return Detection(True, reason, found)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

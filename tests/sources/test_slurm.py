@@ -89,6 +89,19 @@ def test_whole_jobs_agree(folder: str, step: str, address: str, layout: list[tup
     assert {(t.main_address, t.main_port) for t in tops} == {(address, tops[0].main_port)}
 
 
+def test_explain_says_a_heterogeneous_step_is_one_world() -> None:
+    env = read_capture(captures("slurm/i_het_srun_N2_n3_N1_n2/rank3.env")[0])
+    detection = Slurm().detect(env)
+    assert detection.matched
+    assert detection.reason == (
+        "an srun task of a step of a heterogeneous job (SLURM_HET_SIZE=2 components): the tasks of every "
+        "component the step runs form one world of SLURM_STEP_NUM_TASKS=5"
+    )
+    assert detection.variables == ("SLURM_STEP_ID", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_HET_SIZE")
+    plain = read_capture(captures("slurm/f_2node_srun_N2_n4/rank0.env")[0])
+    assert "heterogeneous" not in Slurm().detect(plain).reason
+
+
 def test_array_tasks_and_the_step_port_scheme() -> None:
     t0, t1 = (read_capture(p) for p in captures("slurm/d_array/step0-task*-rank0.env"))
     a, b = resolver.resolve(t0, FAKE), resolver.resolve(t1, FAKE)
