@@ -31,7 +31,10 @@ def name(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-@pytest.mark.parametrize("path", [p for p in TASKS if name(p) not in NOT_TASKS], ids=name)
+HET = sorted((Path(__file__).parent / "slurm_het").glob("*/*.env"))  # see slurm_het/README.md
+
+
+@pytest.mark.parametrize("path", [p for p in TASKS if name(p) not in NOT_TASKS] + HET, ids=name)
 def test_every_real_srun_task(path: Path) -> None:
     env = read_capture(path)
     t = resolver.resolve(env, FAKE)
@@ -62,8 +65,17 @@ def test_shells_and_batch_scripts_go_to_the_default(path: Path) -> None:
     ) in reason
 
 
+def files(folder: str) -> list[Path]:
+    """A folder of real task environments: `het/...` under slurm_het, else a shared SLURM capture."""
+    if folder.startswith("het/"):
+        found = sorted((Path(__file__).parent / "slurm_het" / folder[4:]).glob("*rank*.env"))
+        assert found, folder
+        return found
+    return captures(f"slurm/{folder}/*rank*.env")
+
+
 def job(folder: str) -> list[resolver.Topology]:
-    return [resolver.resolve(read_capture(p), FAKE) for p in captures(f"slurm/{folder}/*rank*.env")]
+    return [resolver.resolve(read_capture(p), FAKE) for p in files(folder)]
 
 
 @pytest.mark.parametrize(
@@ -76,21 +88,19 @@ def job(folder: str) -> list[resolver.Topology]:
         ("g_2node_sbatch_substeps", "step1", "ci2", [(0, 0, 1)]),  # a one-node step inside a two-node job
         ("g_2node_sbatch_substeps", "step2", "ci1", [(0, 0, 1), (1, 1, 1)]),
         # heterogeneous steps: SLURM merges the components' tasks into one step (global PROCID, NODEID)
-        ("i_het_srun_N2_n3_N1_n2", "", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1), (3, 2, 2), (4, 2, 2)]),
-        ("i_het_sbatch", "step0", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1)]),  # srun --het-group=0,1
-        ("i_het_sbatch", "step1", "ci2", [(0, 0, 1)]),  # srun --het-group=1: the second component alone
+        ("het/srun_N2_n3_N1_n2", "", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1), (3, 2, 2), (4, 2, 2)]),
+        ("het/sbatch", "step0", "ci1", [(0, 0, 2), (1, 0, 2), (2, 1, 1)]),  # srun --het-group=0,1
+        ("het/sbatch", "step1", "ci2", [(0, 0, 1)]),  # srun --het-group=1: the second component alone
     ],
 )
 def test_whole_jobs_agree(folder: str, step: str, address: str, layout: list[tuple[int, int, int]]) -> None:
-    tops = [
-        t for p, t in zip(captures(f"slurm/{folder}/*rank*.env"), job(folder), strict=True) if p.stem.startswith(step)
-    ]
+    tops = [t for p, t in zip(files(folder), job(folder), strict=True) if p.stem.startswith(step)]
     assert sorted((t.global_rank, t.node_rank, t.local_world_size) for t in tops) == layout
     assert {(t.main_address, t.main_port) for t in tops} == {(address, tops[0].main_port)}
 
 
 def test_explain_says_a_heterogeneous_step_is_one_world() -> None:
-    env = read_capture(captures("slurm/i_het_srun_N2_n3_N1_n2/rank3.env")[0])
+    env = read_capture(files("het/srun_N2_n3_N1_n2")[3])
     detection = Slurm().detect(env)
     assert detection.matched
     assert detection.reason == (
