@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from resolver.environ import check_address, check_integer, check_port
+from resolver.environ import check_address, check_port, optional_integer
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed
 from resolver.topology import Topology
 
@@ -80,10 +80,9 @@ class Builder:
 
     def optional_int(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
         """Take `field` from `variable` when it is set; None (and nothing recorded) otherwise."""
-        raw = self.environ.get(variable)  # `optional_integer`, inlined for speed
-        if raw is None:
-            return None
-        value: int = self.env(field, check_integer(variable, raw, minimum), variable)
+        value = optional_integer(self.environ, variable, minimum=minimum)
+        if value is not None:
+            self.env(field, value, variable)
         return value
 
     def optional_address(self, variable: str = "MASTER_ADDR") -> str | None:

@@ -115,12 +115,12 @@ def _jsrun_integer(environ: Mapping[str, str], name: str, what: str, *, minimum:
 def _job_and_port(b: Builder, environ: Mapping[str, str]) -> None:
     """The job's ids and name, and the main port (`MASTER_PORT`, else the formula on the job id)."""
     job = env.integer(environ, "LSB_JOBID", source=NAME)  # an integer even when MASTER_PORT is set
-    b.env("job_id", env.text(environ, "LSB_JOBID"), "LSB_JOBID")
+    job_id = b.env("job_id", environ["LSB_JOBID"], "LSB_JOBID")  # present: `job` was read from it
     # LSF sets LSB_JOBINDEX for every job: 0 outside a job array, else this element's index
     # (array elements share LSB_JOBID)
     index = env.optional_integer(environ, INDEX) or 0
     if index:
-        b.env("array_job_id", env.text(environ, "LSB_JOBID"), "LSB_JOBID")
+        b.env("array_job_id", job_id, "LSB_JOBID")
         b.env("array_task_id", env.text(environ, INDEX), INDEX)
     job_name = env.optional_text(environ, "LSB_JOBNAME")
     if job_name is not None:

@@ -219,9 +219,9 @@ class Mpi:
             return Detection(
                 True, f"{found.marker} is set ({found.name}); the comm gives the world size; rule: {RULE}", variables
             )
-        size = environ.get(found.size, "<unset>")  # read once (`_size_is_one` would read it again)
-        if size == "1":
+        if _size_is_one(environ, found):
             return Detection(False, f"{found.size}=1 ({found.name}): a world of size 1 is not MPI", variables)
+        size = environ.get(found.size, "<unset>")
         who = "mpirun/mpiexec started this process" if found.mpirun_only else "unless SLURM matched first"
         return Detection(True, f"{found.size}={size} ({found.name}): {who}; rule: {RULE}", variables)
 
