@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-CAPTURES = Path(__file__).resolve().parent / "captures"  # copied from ../shared/captures
+HERE = Path(__file__).resolve().parent
+CAPTURES = HERE / "captures"  # a copy of the shared captures of real launchers (SLURM, MPI, torchrun)
+CAPTURES_HPC = HERE / "captures-hpc"  # a copy of the shared captures-hpc (GPUs, Grid Engine, MPI 5, DeepSpeed)
+CAPTURES_LOCAL = HERE / "captures-local"  # captures made by this project's own sessions (heterogeneous SLURM jobs)
 IN_CI = bool(os.environ.get("CI"))
 
 

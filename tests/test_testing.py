@@ -23,11 +23,10 @@ from resolver import Topology, TopologyError
 from resolver import testing as rt
 from resolver.environ import ADDRESS_RE
 from resolver.topology import _SOURCE_RE
-from tests.conftest import CAPTURES, IN_CI, read_capture
+from tests.conftest import CAPTURES, read_capture
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "captures"
-ROOTS = [CAPTURES, *([SHARED] if SHARED.is_dir() else [])]
+ROOTS = [CAPTURES]
 FAKE = probes.fake(free_port=4242, which={})  # what a non-task (batch script, salloc shell) may ask
 
 # -- builders against the captures ---------------------------------------------------------------------
@@ -180,16 +179,6 @@ def test_every_capture_is_checked_against_a_builder() -> None:
     covered = {name for files, _, _ in JOBS for name in files} | {name for name, _ in SINGLE}
     present = {str(p.relative_to(CAPTURES)) for p in CAPTURES.glob("*/*/*.env")}
     assert present == covered, f"captures without a builder check: {sorted(present - covered)}"
-
-
-def test_the_shared_captures_are_the_repository_s() -> None:
-    if not SHARED.is_dir():
-        if IN_CI:
-            pytest.fail(f"CI lays ../shared beside the clone: {SHARED} is missing")
-        pytest.skip(f"{SHARED} is not here")
-    ours = {str(p.relative_to(CAPTURES)): p.read_text() for p in CAPTURES.glob("*/*/*.env")}
-    theirs = {str(p.relative_to(SHARED)): p.read_text() for p in SHARED.glob("*/*/*.env")}
-    assert ours == theirs
 
 
 # -- placement rules -------------------------------------------------------------------------------------

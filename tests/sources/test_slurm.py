@@ -10,7 +10,7 @@ import probes
 import resolver
 from resolver import HostlistSyntaxError, InvalidSettings, InvalidVariable, MissingVariable
 from resolver.sources.slurm import Slurm, local_tasks, parse_tasks_per_node
-from tests.conftest import captures, read_capture
+from tests.conftest import CAPTURES_LOCAL, captures, read_capture
 
 FAKE = probes.fake(which={"srun": "/usr/bin/srun"}, free_port=4242)
 TASKS = [p for p in captures("slurm/*/*.env") if "rank" in p.stem]
@@ -31,7 +31,7 @@ def name(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-HET = sorted((Path(__file__).parent / "slurm_het").glob("*/*.env"))  # see slurm_het/README.md
+HET = sorted((CAPTURES_LOCAL / "slurm-het").glob("*/*.env"))  # see tests/captures-local/slurm-het/README.md
 
 
 @pytest.mark.parametrize("path", [p for p in TASKS if name(p) not in NOT_TASKS] + HET, ids=name)
@@ -68,7 +68,7 @@ def test_shells_and_batch_scripts_go_to_the_default(path: Path) -> None:
 def files(folder: str) -> list[Path]:
     """A folder of real task environments: `het/...` under slurm_het, else a shared SLURM capture."""
     if folder.startswith("het/"):
-        found = sorted((Path(__file__).parent / "slurm_het" / folder[4:]).glob("*rank*.env"))
+        found = sorted((CAPTURES_LOCAL / "slurm-het" / folder[4:]).glob("*rank*.env"))
         assert found, folder
         return found
     return captures(f"slurm/{folder}/*rank*.env")

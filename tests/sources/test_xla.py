@@ -1,4 +1,4 @@
-"""XLA / TPU: ranks from the runtime probe (FakeXla here; the real torch_xla in tests/integration)."""
+"""XLA / TPU: ranks from the runtime probe (FakeXla here; the real torch_xla in tests/launchers)."""
 
 from __future__ import annotations
 

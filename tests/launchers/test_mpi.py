@@ -1,0 +1,325 @@
+"""Real MPI launches: every rank resolves, matches the launcher's truth, and forms a gloo group.
+
+Each rank runs tests/launchers/mpi_worker.py, which resolves `os.environ` with the live probes,
+compares nothing itself, and writes what it saw (its topology, COMM_WORLD's rank/size and every
+rank's hostname, the all_reduce result) to a JSON file; the checks are here.
+
+Two hosts are emulated on one machine by giving the launcher a fake `ssh` that starts its daemon
+(Open MPI's orted, Hydra's proxy) in new UTS and mount namespaces: its own hostname (nodeA, nodeB)
+and an /etc/hosts that resolves both. The launcher then sees two hosts, as on a real cluster.
+
+Run: python -m pytest tests/launchers/test_mpi.py   (as root; Open MPI, MPICH, mpi4py, torch)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import IN_CI, require_tool
+from tests.launchers.launching import launch as run_launcher
+
+pytestmark = pytest.mark.mpi
+
+WORKER = Path(__file__).resolve().with_name("mpi_worker.py")
+REPO = WORKER.parents[2]
+TIMEOUT = 150.0  # seconds for one launch; a hang fails the test instead of the CI job
+# Open MPI as root, and more ranks than this machine's cores
+OPEN_MPI = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
+# the emulated hosts talk over loopback, which Open MPI's TCP transports skip unless told
+LOOPBACK = {"OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "MV2_", "PALS_", "SLURM_", "TORCHELASTIC_", "HYDI_")
+LAUNCHER_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+
+
+def clean_env(*extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without any enclosing launcher's variables, plus `extra`."""
+    out = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES) and k not in LAUNCHER_NAMES}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+    for more in extra:
+        out.update(more)
+    return out
+
+
+def launch(args: list[str], env: Mapping[str, str], *, timeout: float = TIMEOUT) -> str:
+    return run_launcher(args, env, timeout=timeout)
+
+
+def answers(directory: Path, ranks: int, output: str) -> list[dict[str, Any]]:
+    """Every rank's JSON answer, in global-rank order (by the comm's rank when resolve failed)."""
+    found = [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+    assert len(found) == ranks, f"{len(found)} of {ranks} ranks answered; launcher output:\n{output}"
+    return sorted(found, key=lambda a: a["topology"]["global_rank"] if "topology" in a else a["pid"])
+
+
+def check_world(found: list[dict[str, Any]], *, node_ranks: list[int], launcher_local: str | None) -> None:
+    """Every rank's topology equals the truth, all ranks agree, and the gloo all_reduce summed them."""
+    n = len(found)
+    for rank, answer in enumerate(found):
+        assert "error" not in answer, answer
+        top, truth = answer["topology"], answer["truth"]
+        where = f"rank {rank}: {top} vs {truth}"
+        assert top["source"] == "mpi", where
+        assert (top["global_rank"], top["world_size"]) == (truth["global_rank"], truth["world_size"]) == (rank, n)
+        assert (top["node_rank"], top["num_nodes"]) == (truth["node_rank"], truth["num_nodes"]), where
+        if launcher_local is None:
+            assert (top["local_rank"], top["local_world_size"]) == (
+                truth["host_local_rank"],
+                truth["host_local_size"],
+            ), where
+        else:  # the launcher's local rank is taken as it is
+            assert top["local_rank"] == int(answer["env"][launcher_local]), where
+        assert top["main_address"] == truth["hosts"][0], where  # rank 0's hostname
+        assert top["creates_processes_externally"] is True
+        assert len({tuple(e) for e in truth["endpoints"]}) == 1, where  # one main address and port for all
+        assert answer["all_reduce"] == n * (n + 1) / 2, where
+        assert answer["dist"] == {"rank": rank, "world_size": n}
+    assert [a["topology"]["node_rank"] for a in found] == node_ranks
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    directory = tmp_path / "answers"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture(scope="session")
+def mpich_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What the mpi4py wheel needs under MPICH's mpiexec: MPI4PY_MPIABI=mpich, libmpi.so.12 -> libmpich.so.12."""
+    library = _find_library("libmpich.so.12")
+    links = tmp_path_factory.mktemp("mpich-abi")
+    (links / "libmpi.so.12").symlink_to(library)
+    path = os.pathsep.join(filter(None, (str(links), os.environ.get("LD_LIBRARY_PATH"))))
+    return {"MPI4PY_MPIABI": "mpich", "LD_LIBRARY_PATH": path}
+
+
+def _find_library(name: str) -> str:
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30, check=False).stdout
+    for line in listing.splitlines():
+        if line.strip().startswith(name + " ") and "=>" in line:
+            return line.split("=>", 1)[1].strip()
+    message = f"{name} not found by ldconfig -p (apt-get install mpich)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def fake_ssh(tmp_path: Path) -> Path:
+    """An `ssh` for launchers: runs the remote command in new UTS+mount namespaces named after the host."""
+    require_tool("unshare", "mount", "hostname")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
+    script = tmp_path / "fake-ssh"
+    script.write_text(
+        textwrap.dedent(f"""\
+        #!/bin/sh
+        # fake-ssh [options] HOST COMMAND...: COMMAND on "host" HOST (a UTS namespace of that name)
+        while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+        host=$1; shift
+        exec unshare --uts --mount sh -c \\
+            'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"' fake-ssh "$host" {hosts} "$*"
+        """)
+    )
+    script.chmod(0o755)
+    return script
+
+
+# -- the runs ------------------------------------------------------------------------------------
+
+
+def test_open_mpi_mpirun_n4(out: Path) -> None:
+    require_tool("mpirun")
+    output = launch(["mpirun", "-n", "4", sys.executable, str(WORKER), str(out)], clean_env(OPEN_MPI))
+    found = answers(out, 4, output)
+    check_world(found, node_ranks=[0, 0, 0, 0], launcher_local="OMPI_COMM_WORLD_LOCAL_RANK")
+    for answer in found:
+        top = answer["topology"]
+        assert answer["truth"]["library"].startswith("Open MPI")
+        assert top["provenance"]["global_rank"] == "env:OMPI_COMM_WORLD_RANK"
+        assert top["provenance"]["node_rank"].startswith("formula:0")  # LOCAL_SIZE == SIZE: one node
+        assert top["main_port"] == found[0]["topology"]["main_port"]
+        assert top["warnings"] == []
+        assert answer["mpi_imported_by_resolve"] is True  # the main port needed rank 0 and one bcast
+
+
+def test_open_mpi_with_master_variables_never_touches_mpi(out: Path) -> None:
+    require_tool("mpirun")
+    master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29517"}
+    output = launch(
+        ["mpirun", "-n", "2", "-x", "MASTER_ADDR", "-x", "MASTER_PORT", sys.executable, str(WORKER), str(out)],
+        clean_env(OPEN_MPI, master),
+    )
+    for rank, answer in enumerate(answers(out, 2, output)):
+        top = answer["topology"]
+        assert (top["global_rank"], top["world_size"], top["node_rank"]) == (rank, 2, 0)
+        assert (top["main_address"], top["main_port"]) == ("127.0.0.1", 29517)
+        assert answer["mpi_imported_by_resolve"] is False  # the environment had everything
+        assert answer["all_reduce"] == 3
+
+
+def test_mpich_hydra_n4(out: Path, mpich_env: dict[str, str]) -> None:
+    require_tool("mpiexec.hydra")
+    output = launch(["mpiexec.hydra", "-n", "4", sys.executable, str(WORKER), str(out)], clean_env(mpich_env))
+    found = answers(out, 4, output)
+    check_world(found, node_ranks=[0, 0, 0, 0], launcher_local="MPI_LOCALRANKID")
+    for answer in found:
+        assert answer["truth"]["library"].startswith("MPICH")
+        assert answer["topology"]["provenance"]["world_size"] == "env:PMI_SIZE"
+
+
+def test_mpich_without_the_abi_setting_is_a_clear_fault(out: Path) -> None:
+    """The mpi4py wheel under MPICH's mpiexec runs singletons: that is an error that says what to set."""
+    require_tool("mpiexec.hydra")
+    env = clean_env()
+    env.pop("MPI4PY_MPIABI", None)
+    output = launch(["mpiexec.hydra", "-n", "2", sys.executable, str(WORKER), str(out)], env)
+    for answer in answers(out, 2, output):
+        error = answer["error"]
+        assert (error["type"], error["probe"]) == ("ProbeFailed", "comm"), error
+        assert "COMM_WORLD says rank 0 of 1" in error["message"]
+        assert f"PMI_RANK={answer['env']['PMI_RANK']} and PMI_SIZE=2" in error["message"]
+        assert "MPI4PY_MPIABI=mpich" in error["message"]
+        assert "libmpi.so.12 -> libmpich.so.12" in error["message"]
+
+
+def test_mpich_abi_without_the_library_link_says_which_link(out: Path) -> None:
+    require_tool("mpiexec.hydra")
+    env = clean_env({"MPI4PY_MPIABI": "mpich"})
+    env.pop("LD_LIBRARY_PATH", None)  # Debian has only libmpich.so.12
+    output = launch(["mpiexec.hydra", "-n", "2", sys.executable, str(WORKER), str(out)], env)
+    for answer in answers(out, 2, output):
+        error = answer["error"]
+        assert (error["type"], error["probe"]) == ("ProbeFailed", "comm"), error
+        assert "libmpi.so.12: cannot open shared object file" in error["message"]
+        assert "a libmpi.so.12 -> libmpich.so.12 link on LD_LIBRARY_PATH" in error["message"]
+
+
+def test_two_emulated_hosts_open_mpi(out: Path, fake_ssh: Path) -> None:
+    require_tool("mpirun")
+    hostfile = out.parent / "hostfile"
+    hostfile.write_text("nodeA slots=2\nnodeB slots=2\n")
+    args = ["mpirun", "--mca", "plm_rsh_agent", str(fake_ssh), "--hostfile", str(hostfile), "-n", "4"]
+    output = launch([*args, sys.executable, str(WORKER), str(out)], clean_env(OPEN_MPI, LOOPBACK))
+    found = answers(out, 4, output)
+    check_world(found, node_ranks=[0, 0, 1, 1], launcher_local=None)
+    assert [a["truth"]["hosts"] for a in found] == [["nodeA", "nodeA", "nodeB", "nodeB"]] * 4
+    for answer in found:
+        top = answer["topology"]
+        assert top["local_rank"] == int(answer["env"]["OMPI_COMM_WORLD_LOCAL_RANK"])  # the launcher agrees
+        assert top["main_address"] == "nodeA"
+        assert top["provenance"]["node_rank"].startswith("probe:comm.allgather")
+        assert top["warnings"] == []
+
+
+def test_two_emulated_hosts_mpich(out: Path, fake_ssh: Path, mpich_env: dict[str, str]) -> None:
+    require_tool("mpiexec.hydra")
+    args = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", str(fake_ssh), "-hosts", "nodeA:2,nodeB:2"]
+    output = launch([*args, "-n", "4", sys.executable, str(WORKER), str(out)], clean_env(mpich_env))
+    found = answers(out, 4, output)
+    check_world(found, node_ranks=[0, 0, 1, 1], launcher_local="MPI_LOCALRANKID")
+    assert all(a["topology"]["local_world_size"] == 2 for a in found)
+
+
+def test_mpirun_inside_sbatch_is_mpi_not_copies_of_the_batch_step(out: Path, slurm_cluster: Any) -> None:
+    """mpirun starts its daemons with srun, so its ranks carry that step's SLURM_PROCID: MPI must win."""
+    require_tool("mpirun")
+    script = out.parent / "job.sh"
+    script.write_text(f"#!/bin/sh\nexec mpirun -n 4 {sys.executable} {WORKER} {out}\n")
+    script.chmod(0o755)
+    name = f"ct-mpi-{os.getpid()}"
+    log = out.parent / "job.log"
+    args = ["sbatch", "--wait", "-N2", "-n4", f"--job-name={name}", f"--output={log}", str(script)]
+    try:
+        res = slurm_cluster.run(args, env=clean_env(OPEN_MPI), timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sbatch --wait did not finish in {TIMEOUT} s:\n{log.read_text() if log.exists() else ''}")
+    finally:
+        slurm_cluster.run(["scancel", f"--name={name}"], timeout=30)
+    job_log = log.read_text() if log.exists() else "<no log>"
+    assert res.returncode == 0, f"sbatch: {res.stdout}{res.stderr}\n{job_log}"
+    found = answers(out, 4, job_log)
+    # every host name is this machine's, so the host names say one node; the launcher's local ranks
+    # (Open MPI saw the SLURM nodes ci1, ci2) are taken as they are, with a warning
+    check_world(found, node_ranks=[0, 0, 0, 0], launcher_local="OMPI_COMM_WORLD_LOCAL_RANK")
+    procids = []
+    for answer in found:
+        assert {"SLURM_PROCID", "SLURM_NTASKS"} <= set(answer["env"]), answer["env"]
+        procids.append(answer["env"]["SLURM_PROCID"])
+        chosen = answer["explain"]["chosen"]
+        assert chosen == "mpi", answer["explain"]
+        by_name = {c["name"]: c for c in answer["explain"]["candidates"]}
+        assert not by_name["slurm"]["matched"], by_name["slurm"]
+        assert "OMPI_COMM_WORLD_SIZE=4" in by_name["mpi"]["reason"]
+        assert any("host name" in w for w in answer["topology"]["warnings"]), answer["topology"]
+    assert len(set(procids)) < 4, procids  # SLURM_PROCID describes mpirun's daemons, not the ranks
+
+
+def test_singleton_with_mpi4py_installed_is_not_mpi(out: Path) -> None:
+    launch([sys.executable, str(WORKER), str(out)], clean_env(), timeout=60)
+    (answer,) = answers(out, 1, "")
+    top = answer["topology"]
+    assert top["source"] == "lightning"
+    assert (top["world_size"], top["global_rank"]) == (answer["truth"]["world_size"], answer["truth"]["global_rank"])
+    assert (top["world_size"], top["global_rank"]) == (1, 0)
+    assert answer["mpi_imported_by_resolve"] is False
+    by_name = {c["name"]: c for c in answer["explain"]["candidates"]}
+    assert not by_name["mpi"]["matched"]
+    assert answer["all_reduce"] == 1
+
+
+# -- the polled collectives behind resolve's deadline (probes.nonblocking) -------------------------
+
+NONBLOCKING_WORKER = WORKER.with_name("nonblocking_worker.py")
+
+
+def nonblocking_answers(out: Path, ranks: int, output: str) -> list[dict[str, Any]]:
+    found = [json.loads((out / f"{rank}.json").read_text()) for rank in range(ranks) if (out / f"{rank}.json").exists()]
+    assert len(found) == ranks, f"{len(found)} of {ranks} ranks answered; launcher output:\n{output}"
+    return found
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "mpiexec.hydra"])
+def test_polled_collectives_return_what_mpi4py_returns(out: Path, launcher: str, request: Any) -> None:
+    """Objects on either side of every block and slot boundary, differing per rank, from every root."""
+    require_tool(launcher)
+    env = clean_env(OPEN_MPI) if launcher == "mpirun" else clean_env(request.getfixturevalue("mpich_env"))
+    ranks = 3
+    output = launch([launcher, "-n", str(ranks), sys.executable, str(NONBLOCKING_WORKER), str(out), "equal"], env)
+    for answer in nonblocking_answers(out, ranks, output):
+        assert answer["mismatches"] == [], answer
+        assert answer["checked"] == 16 * (1 + ranks)  # every payload: one allgather, a bcast from each root
+
+
+@pytest.mark.parametrize("thread_level", ["multiple", "single"])
+def test_a_late_rank_is_a_deadline_not_a_hang(out: Path, thread_level: str) -> None:
+    """Rank 0 joins a bcast 2 s late: the others give up at 0.3 s, even without MPI thread support."""
+    require_tool("mpirun")
+    args = ["mpirun", "-n", "3", sys.executable, str(NONBLOCKING_WORKER), str(out), "deadline"]
+    output = launch([*args, *(["--single"] if thread_level == "single" else [])], clean_env(OPEN_MPI))
+    found = nonblocking_answers(out, 3, output)
+    assert (found[0]["thread_level"] == 0) == (thread_level == "single"), found[0]
+    assert found[0]["value"] == "late"
+    for answer in found:
+        assert answer["polled"] is True
+        assert answer["after"] == [0, 1, 2], answer  # the abandoned bcast left COMM_WORLD usable
+    for answer in found[1:]:
+        assert answer["error"].startswith("probe 'comm.bcast' failed: no answer within 0.3 s"), answer
+        assert "(the collective is abandoned, still pending)" in answer["error"]
+        assert 0.3 <= answer["seconds"] < 1.5, answer
