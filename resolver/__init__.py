@@ -4,10 +4,17 @@
 >>> resolver.resolve({"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": "1",
 ...                   "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}).global_rank
 1
+
+This module is the public API. The engine lives in private modules (`resolver._detect`,
+`resolver._apply`, ...); the public submodules are `resolver.sources` (the kit for source
+authors), `resolver.testing`, `resolver.hostlist`, `resolver.errors`, `resolver.topology`,
+`resolver.requeue` and `resolver.integrations`.
 """
 
-from resolver.apply import Applied, apply
-from resolver.detect import Explanation, explain, resolve, sources
+from resolver._apply import Applied, apply
+from resolver._detect import Candidate, Explanation, explain, resolve
+from resolver._spawn import spawn
+from resolver._validate import validate
 from resolver.errors import (
     HostlistSyntaxError,
     InvalidSettings,
@@ -19,25 +26,14 @@ from resolver.errors import (
     TopologyWarning,
 )
 from resolver.sources import Detection, Source
-from resolver.spawn import spawn
 from resolver.topology import SCHEMA, Topology
-from resolver.validate import validate
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> object:
-    """`resolver.requeue` on first use: signal handling is not needed to resolve (it costs ~1 ms)."""
-    if name == "requeue":
-        import resolver.requeue
-
-        return resolver.requeue
-    raise AttributeError(f"module 'resolver' has no attribute {name!r}")
-
 
 __all__ = [
     "SCHEMA",
     "Applied",
+    "Candidate",
     "Detection",
     "Explanation",
     "HostlistSyntaxError",
@@ -53,9 +49,7 @@ __all__ = [
     "__version__",
     "apply",
     "explain",
-    "requeue",
     "resolve",
-    "sources",
     "spawn",
     "validate",
 ]

@@ -13,11 +13,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resolver.apply import variables
-from resolver.detect import explain, resolve
+from resolver._apply import variables
+from resolver._detect import explain, resolve
+from resolver._validate import validate
 from resolver.errors import InvalidVariable, TopologyError
 from resolver.topology import Topology
-from resolver.validate import validate
 
 __all__ = ["main", "main_exit", "parse_env_file", "render_env"]
 

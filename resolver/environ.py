@@ -33,14 +33,6 @@ ADDRESS_RE = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,255}")
 
 def present(environ: Environ, *names: str) -> tuple[str, ...]:
     """The names among `names` that are set (to any value, even empty)."""
-    return present_among(environ, names)
-
-
-def present_among(environ: Environ, names: tuple[str, ...]) -> tuple[str, ...]:
-    """`present(environ, *names)` for a tuple of names: the sources' detect() call it on every
-    resolve, and unpacking a constant tuple into `*names` costs more than the lookups."""
-    if type(environ) is dict:  # fast path for speed: the membership test runs in C
-        return tuple(filter(environ.__contains__, names))
     return tuple(name for name in names if name in environ)
 
 
@@ -58,12 +50,6 @@ def optional_text(environ: Environ, name: str) -> str | None:
 
 def check_integer(name: str, raw: str, minimum: int = 0, maximum: int | None = None, expected: str = "") -> int:
     """The value `raw` of variable `name` as a decimal integer in range, else InvalidVariable."""
-    # fast path for speed: a str of 1..MAX_DIGITS ASCII digits (what _DIGITS matches) in range; all
-    # else, and every error, takes the full check below
-    if type(raw) is str and raw.isdigit() and raw.isascii() and len(raw) <= MAX_DIGITS:
-        value = int(raw)
-        if value >= minimum and (maximum is None or value <= maximum):
-            return value
     if not expected:
         expected = f"a decimal integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
     if not _DIGITS.fullmatch(raw):
@@ -83,10 +69,7 @@ def integer(
     source: str | None = None,
 ) -> int:
     """A required non-negative decimal integer."""
-    try:  # `text`, inlined so that its message is formatted only when the variable is missing
-        raw = environ[name]
-    except KeyError:
-        raise MissingVariable(name, f"a decimal integer >= {minimum}", source=source) from None
+    raw = text(environ, name, source=source, expected=f"a decimal integer >= {minimum}")
     return check_integer(name, raw, minimum, maximum)
 
 

@@ -1,5 +1,9 @@
 """One tree of errors. Every message names the variable (or probe), the value and what was expected.
 
+Errors are data: the facts are attributes (`variable`, `value`, `expected`, `related`; `probe` and
+`field` where they apply), the message is built from them, and `to_dict()` gives them to a program
+(the CLI's JSON error), so nothing has to parse the English.
+
 TopologyError
 ├── MissingVariable       (also KeyError)
 ├── InvalidVariable       (also ValueError)
@@ -10,6 +14,10 @@ TopologyError
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "HostlistSyntaxError",
@@ -41,11 +49,37 @@ class TopologyWarning(UserWarning):
     """A topology was resolved, but something about it deserves a look."""
 
 
+_NOTHING: Mapping[str, str] = MappingProxyType({})
+
+
 class TopologyError(Exception):
-    """Base of every error this library raises for bad input or a failed probe."""
+    """Base of every error this library raises for bad input or a failed probe.
+
+    `variable` is what was wrong (an environment variable, a setting, a file or a record field),
+    `value` its value, `expected` what would have been right, and `related` the other variables
+    (name -> value) that the rule compared it with. Each is None (or empty) where it does not apply.
+    """
+
+    variable: str | None = None
+    value: object = None
+    expected: str | None = None
+    related: Mapping[str, str] = _NOTHING
 
     def __str__(self) -> str:  # KeyError would repr() the message; keep one readable line
         return str(self.args[0]) if self.args else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts as JSON-safe data: type, message, and each attribute that applies."""
+        out: dict[str, Any] = {"type": type(self).__name__, "message": str(self)}
+        for name in ("variable", "expected", "field", "probe", "reason", "position"):
+            fact = getattr(self, name, None)
+            if fact is not None:
+                out[name] = fact
+        if self.value is not None:
+            out["value"] = self.value if isinstance(self.value, (str, int, float, bool)) else repr(self.value)
+        if self.related:
+            out["related"] = dict(self.related)
+        return out
 
 
 class MissingVariable(TopologyError, KeyError):
@@ -54,7 +88,7 @@ class MissingVariable(TopologyError, KeyError):
     def __init__(self, variable: str, expected: str, *, source: str | None = None) -> None:
         self.variable = variable
         self.expected = expected
-        self.source = source
+        self.source = source  # the source that needed it
         by = f" (needed by source {source!r})" if source else ""
         super().__init__(f"{variable} is not set{by}: expected {expected}")
 
@@ -62,10 +96,13 @@ class MissingVariable(TopologyError, KeyError):
 class InvalidVariable(TopologyError, ValueError):
     """A variable is present but its value cannot be used."""
 
-    def __init__(self, variable: str, value: object, expected: str) -> None:
+    def __init__(
+        self, variable: str, value: object, expected: str, *, related: Mapping[str, str] | None = None
+    ) -> None:
         self.variable = variable
         self.value = value
         self.expected = expected
+        self.related = MappingProxyType(dict(related or {}))
         super().__init__(f"{variable}={shown(value)} is invalid: expected {expected}")
 
 
@@ -95,17 +132,34 @@ class HostlistSyntaxError(InvalidVariable):
 
 
 class InvalidTopology(TopologyError, ValueError):
-    """A field of a Topology record breaks one of its invariants."""
+    """A field of a Topology record breaks one of its invariants.
 
-    def __init__(self, field: str, value: object, expected: str) -> None:
+    `fields` names the other fields the invariant compares it with (`global_rank < world_size`
+    gives field `global_rank`, fields `("world_size",)`), so a source can name their variables.
+    """
+
+    def __init__(self, field: str, value: object, expected: str, *, fields: tuple[str, ...] = ()) -> None:
         self.field = field
+        self.variable = f"Topology.{field}"
         self.value = value
         self.expected = expected
+        self.fields = fields
         super().__init__(f"Topology.{field}={shown(value)} is invalid: expected {expected}")
 
 
 class InvalidSettings(TopologyError, ValueError):
-    """The user's settings (devices, num_nodes) disagree with what the launcher set up."""
+    """The user's settings (devices, num_nodes, a source's options) disagree with the launcher or are invalid.
+
+    `variable` names the setting when one setting is at fault, with its `value` and `expected`.
+    """
+
+    def __init__(
+        self, message: str, *, variable: str | None = None, value: object = None, expected: str | None = None
+    ) -> None:
+        self.variable = variable
+        self.value = value
+        self.expected = expected
+        super().__init__(message)
 
 
 class ProbeFailed(TopologyError):

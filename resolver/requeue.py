@@ -119,7 +119,7 @@ def on_signal(
     """
     env = os.environ if environ is None else environ
     if rank is None:
-        from resolver.detect import resolve
+        from resolver._detect import resolve
 
         rank = resolve(env).global_rank
     return Requeue(callback, signum=signum, environ=env, rank=rank, runner=runner).install()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from resolver import hostlist
-from resolver.detect import resolve as _resolve
+from resolver._detect import resolve as _resolve
 from resolver.errors import TopologyError
 from resolver.topology import Topology
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -18,11 +18,6 @@ SCHEMA = 1
 _SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
 
-# The validators below run on every record built (each resolve builds one), so each starts with a
-# fast path for speed: the common, valid value passes on an exact-type check (`type(v) is int`,
-# a set lookup), and anything else takes the original, complete check, which alone raises.
-
-
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -31,31 +26,14 @@ def _int_at_least(minimum: int) -> Any:
     expected = f"an int >= {minimum}"
 
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if type(value) is int and value >= minimum:  # fast path: a plain int in range
-            return
-        if not _is_int(value) or value < minimum:  # type: ignore[operator]
-            raise InvalidTopology(attribute.name, value, expected)
-
-    return check
-
-
-def _optional_int_at_least(minimum: int) -> Any:
-    """`_int_at_least(minimum)`, or None; one function rather than a wrapper around it, for speed."""
-    expected = f"an int >= {minimum}"
-
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is None or (type(value) is int and value >= minimum):  # fast path
-            return
-        if not _is_int(value) or value < minimum:  # type: ignore[operator]
+        if not (_is_int(value) and value >= minimum):  # type: ignore[operator]
             raise InvalidTopology(attribute.name, value, expected)
 
     return check
 
 
 def _str_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None or type(value) is str:  # fast path
-        return
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise InvalidTopology(attribute.name, value, "a str or None")
 
 
@@ -65,20 +43,11 @@ def _address(instance: object, attribute: attrs.Attribute[Any], value: object) -
 
 
 def _port(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None or (type(value) is int and 1 <= value <= 65535):  # fast path
-        return
-    if not (_is_int(value) and 1 <= value <= 65535):  # type: ignore[operator]
+    if value is not None and not (_is_int(value) and 1 <= value <= 65535):  # type: ignore[operator]
         raise InvalidTopology(attribute.name, value, "an int port in 1..65535")
 
 
-# the built-in sources' names, each a full match of _SOURCE_RE (a test checks): a set lookup is
-# cheaper than the regular expression, which still decides every other name
-_BUILTIN_SOURCES = frozenset({"kubeflow", "lightning", "lsf", "mpi", "slurm", "torchelastic", "xla"})
-
-
 def _source(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is str and value in _BUILTIN_SOURCES:  # fast path
-        return
     if not (isinstance(value, str) and _SOURCE_RE.fullmatch(value)):
         raise InvalidTopology(attribute.name, value, "a lower-case source name such as 'slurm'")
 
@@ -88,41 +57,27 @@ def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         raise InvalidTopology(attribute.name, value, "a bool")
 
 
-def _freeze_provenance(value: Mapping[str, str]) -> Mapping[str, str]:
-    if type(value) is dict:  # fast path: the plain dict a Builder passes
-        return MappingProxyType(value.copy())
-    if isinstance(value, MappingProxyType):
-        return value
+def _freeze_provenance(value: object) -> Mapping[str, str]:
+    """A read-only copy: the record never shares a mapping its caller can still change."""
     if not isinstance(value, Mapping):
         raise InvalidTopology("provenance", value, "a mapping of field name to origin")
     return MappingProxyType(dict(value))
 
 
-_ONLY_STR = frozenset({str})
-
-
 def _provenance(instance: object, attribute: attrs.Attribute[Any], value: Mapping[str, str]) -> None:
-    if _FIELD_SET.issuperset(value):  # fast path: every key a field name (in C), every origin a plain str
-        for origin in value.values():
-            if type(origin) is not str:
-                break
-        else:
-            return
-    names = _FIELD_NAMES
     for key, origin in value.items():
-        if key not in names or not isinstance(origin, str):
+        if key not in _FIELD_NAMES or not isinstance(origin, str):
             raise InvalidTopology("provenance", {key: origin}, "field name -> origin string")
 
 
-def _warnings(value: Any) -> tuple[str, ...]:
-    if type(value) is list or type(value) is tuple:  # fast paths: no warnings, or a sequence of plain strs
-        if not value:
-            return ()
-        if _ONLY_STR.issuperset(map(type, value)):
-            return tuple(value)
-    if isinstance(value, str) or not all(isinstance(w, str) for w in value):
+def _warnings(value: object) -> tuple[str, ...]:
+    """Any iterable of strings, kept as a tuple (an iterator is read once, not dropped)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidTopology("warnings", value, "a sequence of strings")
-    return tuple(value)
+    warnings = tuple(value)
+    if not all(isinstance(w, str) for w in warnings):
+        raise InvalidTopology("warnings", warnings, "a sequence of strings")
+    return warnings
 
 
 @attrs.frozen(kw_only=True)
@@ -138,8 +93,8 @@ class Topology:
     global_rank: int = attrs.field(validator=_int_at_least(0))
     local_rank: int = attrs.field(validator=_int_at_least(0))
     node_rank: int = attrs.field(validator=_int_at_least(0))
-    num_nodes: int | None = attrs.field(default=None, validator=_optional_int_at_least(1))
-    local_world_size: int | None = attrs.field(default=None, validator=_optional_int_at_least(1))
+    num_nodes: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(1)))
+    local_world_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(1)))
     main_address: str | None = attrs.field(default=None, validator=_address)
     main_port: int | None = attrs.field(default=None, validator=_port)
     creates_processes_externally: bool = attrs.field(default=False, validator=_bool)
@@ -148,7 +103,7 @@ class Topology:
     step_id: str | None = attrs.field(default=None, validator=_str_or_none)
     array_job_id: str | None = attrs.field(default=None, validator=_str_or_none)
     array_task_id: str | None = attrs.field(default=None, validator=_str_or_none)
-    restart_count: int | None = attrs.field(default=None, validator=_optional_int_at_least(0))
+    restart_count: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
     provenance: Mapping[str, str] = attrs.field(
         factory=dict, converter=_freeze_provenance, validator=_provenance, hash=False, repr=False
     )
@@ -156,19 +111,35 @@ class Topology:
 
     def __attrs_post_init__(self) -> None:
         # relations between fields: the checks attrs validators cannot express one field at a time
-        # (each field read once into a local: this runs for every record)
-        world_size, num_nodes, local_world_size = self.world_size, self.num_nodes, self.local_world_size
-        if self.global_rank >= world_size:
-            raise InvalidTopology("global_rank", self.global_rank, f"< world_size ({world_size})")
-        if num_nodes is not None and self.node_rank >= num_nodes:
-            raise InvalidTopology("node_rank", self.node_rank, f"< num_nodes ({num_nodes})")
-        if local_world_size is not None:
-            if self.local_rank >= local_world_size:
-                raise InvalidTopology("local_rank", self.local_rank, f"< local_world_size ({local_world_size})")
-            if local_world_size > world_size:
-                raise InvalidTopology("local_world_size", local_world_size, f"<= world_size ({world_size})")
-        if num_nodes is not None and num_nodes > world_size:
-            raise InvalidTopology("num_nodes", num_nodes, f"<= world_size ({world_size})")
+        if self.global_rank >= self.world_size:
+            raise InvalidTopology(
+                "global_rank", self.global_rank, f"< world_size ({self.world_size})", fields=("world_size",)
+            )
+        if self.num_nodes is not None and self.node_rank >= self.num_nodes:
+            raise InvalidTopology("node_rank", self.node_rank, f"< num_nodes ({self.num_nodes})", fields=("num_nodes",))
+        if self.local_world_size is not None:
+            if self.local_rank >= self.local_world_size:
+                raise InvalidTopology(
+                    "local_rank",
+                    self.local_rank,
+                    f"< local_world_size ({self.local_world_size})",
+                    fields=("local_world_size",),
+                )
+            if self.local_world_size > self.world_size:
+                raise InvalidTopology(
+                    "local_world_size",
+                    self.local_world_size,
+                    f"<= world_size ({self.world_size})",
+                    fields=("world_size",),
+                )
+        if self.num_nodes is not None and self.num_nodes > self.world_size:
+            raise InvalidTopology(
+                "num_nodes", self.num_nodes, f"<= world_size ({self.world_size})", fields=("world_size",)
+            )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) through `to_dict`/`from_dict`: the record crosses to spawned workers re-validated."""
+        return (_from_dict, (self.to_dict(),))
 
     # -- serialization -------------------------------------------------------------------------
 
@@ -245,4 +216,7 @@ class Topology:
 
 
 _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Topology))
-_FIELD_SET = frozenset(_FIELD_NAMES)
+
+
+def _from_dict(data: Mapping[str, Any]) -> Topology:
+    return Topology.from_dict(data)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver import Detection, InvalidSettings, Topology, TopologyError
-from resolver.detect import DEFAULT, DETECTION_ORDER
+from resolver.sources._registry import DEFAULT, DETECTION_ORDER
 
 
 class Custom:
@@ -29,11 +29,11 @@ class Custom:
 
 
 def test_order_is_data_and_the_default_is_last() -> None:
-    names = [s.name for s in resolver.sources()]
+    names = [s.name for s in resolver.sources.registered()]
     assert names[0] == "torchelastic"
     assert names.index("lightning") == len(DETECTION_ORDER)
-    assert [s.name for s in resolver.sources(auto_only=True)][-1] == DEFAULT.name == "lightning"
-    assert "kubeflow" not in [s.name for s in resolver.sources(auto_only=True)]
+    assert [s.name for s in resolver.sources.registered(auto_only=True)][-1] == DEFAULT.name == "lightning"
+    assert "kubeflow" not in [s.name for s in resolver.sources.registered(auto_only=True)]
 
 
 def test_forced_source_by_name_and_instance() -> None:
@@ -58,7 +58,7 @@ def test_environ_must_be_a_mapping() -> None:
 def test_explain_lists_every_candidate_in_order() -> None:
     env = {"TORCHELASTIC_RUN_ID": "x", "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
     e = resolver.explain(env)
-    assert [c.name for c in e.candidates] == [s.name for s in resolver.sources()]
+    assert [c.name for c in e.candidates] == [s.name for s in resolver.sources.registered()]
     assert e.chosen == "torchelastic"
     assert e.why == "first match in detection order"
     first = e.candidates[0]
@@ -77,6 +77,7 @@ def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
         from resolver import Topology
         class Pbs:
             name = "pbs"
+            auto = True
             def detect(self, environ):
                 return "PBS_JOBID" in environ
             def resolve(self, environ, probes):
@@ -92,7 +93,7 @@ def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
         "print(resolver.resolve({'PBS_JOBID': '1'}, probes.fake()).source,"
         " resolver.resolve({}, probes.fake(), source='pbs').source,"
         " resolver.resolve({}, probes.fake(free_port=9)).source,"
-        " [s.name for s in resolver.sources()])"
+        " [s.name for s in resolver.sources.registered()])"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

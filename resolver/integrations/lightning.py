@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.detect import resolve
+from resolver._detect import resolve
+from resolver._spawn import spawn
+from resolver._validate import validate
 from resolver.errors import InvalidSettings, InvalidTopology
 from resolver.integrations import missing
 from resolver.sources import Source
-from resolver.spawn import spawn
 from resolver.topology import Topology
-from resolver.validate import validate
 
 try:
     from lightning.fabric.plugins.environments.cluster_environment import ClusterEnvironment

@@ -20,8 +20,8 @@ import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from resolver.apply import Applied, apply
-from resolver.detect import resolve
+from resolver._apply import Applied, apply
+from resolver._detect import resolve
 from resolver.integrations import missing
 from resolver.topology import Topology
 

@@ -1,39 +1,79 @@
-"""Sources: one module per launcher. A source is any object with `name`, `detect`, `resolve`.
+"""The kit for source authors, and the registry of sources.
 
-`detect(environ)` returns a `Detection` (or a bool) and never asks a probe;
-`resolve(environ, probes)` returns a `Topology` or raises a `TopologyError`.
-`auto = False` keeps a source out of auto-detection (Kubeflow, XLA): it is chosen with `source=`.
+A source is any object with `name`, `auto`, `detect(environ)` and `resolve(environ, probes)`:
+
+- `detect(environ)` returns a `Detection` (or a bool) and never asks a probe;
+- `resolve(environ, probes)` returns a `Topology` or raises a `TopologyError`, reading variables
+  through the typed readers re-exported here (each error names its variable) and collecting values
+  with their provenance in a `Builder`;
+- `auto = False` keeps a source out of auto-detection (Kubeflow, XLA): it is chosen with `source=`.
+
+The built-in sources are listed, in detection order, in `resolver/sources/_registry.py`; third
+parties add theirs through the `resolver.sources` entry-point group. `registered()` gives them all.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from resolver.environ import check_address, check_port, optional_integer
+import attrs
+
+from resolver.environ import (
+    address,
+    check_address,
+    check_integer,
+    check_port,
+    integer,
+    optional_integer,
+    optional_text,
+    port,
+    present,
+    text,
+)
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Builder", "Detection", "Source"]
+__all__ = [
+    "Builder",
+    "Detection",
+    "Environ",
+    "Source",
+    "address",
+    "by_name",
+    "check_address",
+    "check_integer",
+    "check_port",
+    "integer",
+    "optional_integer",
+    "optional_text",
+    "port",
+    "present",
+    "registered",
+    "text",
+]
 
 Environ = Mapping[str, str]
 
 
-class Detection(NamedTuple):
-    """Whether a source matched, on which variables, and why, for `explain`. Truthy when matched.
+def _names(variables: Iterable[str]) -> tuple[str, ...]:
+    return tuple(variables)
 
-    A NamedTuple rather than an attrs class: every import pays for it (0.1 ms against 0.4 ms).
+
+@attrs.frozen
+class Detection:
+    """Whether a source matched, on which variables, and why (for `explain`). Truthy when matched.
+
+    `warning` is set by a source that declines but has something to tell: it becomes a warning of
+    the topology that a later source resolves (e.g. "this is the SLURM batch script itself").
     """
 
     matched: bool
     reason: str
-    variables: tuple[str, ...] = ()
-    # set by a source that declines but has something to tell: it becomes a warning of the
-    # topology that the default source resolves (e.g. "this is the SLURM batch script itself")
+    variables: tuple[str, ...] = attrs.field(default=(), converter=_names)
     warning: str | None = None
 
     def __bool__(self) -> bool:
@@ -42,21 +82,21 @@ class Detection(NamedTuple):
 
 @runtime_checkable
 class Source(Protocol):
+    """What the resolver asks of a source; see the module docstring."""
+
     name: str
+    auto: bool
 
     def detect(self, environ: Environ) -> Detection | bool: ...
 
     def resolve(self, environ: Environ, probes: Probes) -> Topology: ...
 
 
-_FIELD_WORD = re.compile(r"[a-z_]+")
-
-
 class Builder:
     """Collects a source's values with their provenance, then builds the record.
 
-    When the record refuses a value, the error is re-raised naming the variable the value
-    came from (and the variables of the fields the invariant compares it with).
+    When the record refuses a value, the error is re-raised naming the variable the value came
+    from, with the variables of the fields the invariant compared it with in `related`.
     """
 
     __slots__ = ("environ", "provenance", "source", "values", "warnings")
@@ -69,14 +109,14 @@ class Builder:
         self.warnings: list[str] = []
 
     def set(self, field: str, value: Any, origin: str) -> Any:
+        """Record `field = value`, which came from `origin` (`default:...`, `formula:...`, `probe:...`)."""
         self.values[field] = value
         self.provenance[field] = origin
         return value
 
     def env(self, field: str, value: Any, variable: str) -> Any:
-        self.values[field] = value  # `set`, inlined for speed
-        self.provenance[field] = f"env:{variable}"
-        return value
+        """Record `field = value`, read from the environment variable `variable`."""
+        return self.set(field, value, f"env:{variable}")
 
     def optional_int(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
         """Take `field` from `variable` when it is set; None (and nothing recorded) otherwise."""
@@ -86,34 +126,65 @@ class Builder:
         return value
 
     def optional_address(self, variable: str = "MASTER_ADDR") -> str | None:
+        """The main address from `variable` when it is set."""
         if variable not in self.environ:
             return None
         address: str = self.env("main_address", check_address(variable, self.environ[variable]), variable)
         return address
 
     def optional_port(self, variable: str = "MASTER_PORT") -> int | None:
+        """The main port from `variable` when it is set."""
         if variable not in self.environ:
             return None
         port: int = self.env("main_port", check_port(variable, self.environ[variable]), variable)
         return port
 
     def warn(self, message: str) -> None:
+        """A warning for the record: resolved, but worth a look."""
         self.warnings.append(message)
 
+    def _variable(self, field: str) -> str | None:
+        origin = self.provenance.get(field, "")
+        return origin[4:] if origin.startswith("env:") else None
+
     def build(self) -> Topology:
+        """The record; a refused value is an error naming the variable it came from."""
         try:
             return Topology(source=self.source, provenance=self.provenance, warnings=self.warnings, **self.values)
         except InvalidTopology as exc:
             origin = self.provenance.get(exc.field, "")
             if origin.startswith("probe:"):
                 raise ProbeFailed(origin[6:], f"answered {exc.value!r}: expected {exc.expected}") from None
-            if not origin.startswith("env:"):
+            variable = self._variable(exc.field)
+            if variable is None:
                 raise
-            variable = origin[4:]
-            others = [
-                f"{word} from {self.provenance[word][4:]}={self.environ.get(self.provenance[word][4:])}"
-                for word in _FIELD_WORD.findall(exc.expected)
-                if word != exc.field and self.provenance.get(word, "").startswith("env:")
-            ]
-            expected = exc.expected + (f" ({'; '.join(others)})" if others else "")
-            raise InvalidVariable(variable, self.environ.get(variable, exc.value), expected) from None
+            related = {}
+            for field in exc.fields:
+                other = self._variable(field)
+                if other is not None:
+                    related[field] = (other, self.environ.get(other, ""))
+            notes = "; ".join(f"{field} from {name}={value}" for field, (name, value) in related.items())
+            expected = f"{exc.expected} ({notes})" if notes else str(exc.expected)
+            raise InvalidVariable(
+                variable,
+                self.environ.get(variable, exc.value),
+                expected,
+                related=dict(related.values()),
+            ) from None
+
+
+def registered(*, auto_only: bool = False) -> tuple[Source, ...]:
+    """Every known source in detection order (plugins just before the default, on-request ones last).
+
+    `auto_only` keeps the auto-detected ones. This imports every source module; `resolve` does not.
+    """
+    from resolver import _detect
+
+    return _detect.registered(auto_only=auto_only)
+
+
+def by_name(name: str) -> Source:
+    """The source called `name` (built-in or plugin); `InvalidSettings` naming the known ones otherwise."""
+    from resolver import _detect
+
+    return _detect.by_name(name)

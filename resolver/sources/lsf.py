@@ -46,8 +46,6 @@ PORT_BASE = 10000  # Lightning's formula: LSB_JOBID % 1000 + 10000, the same on 
 INDEX = "LSB_JOBINDEX"  # a job array element's index; 0 (or unset) for a job that is not an array
 _PREVIEW = 5  # compute hosts quoted when this host is not among them
 _NOT_A_NAME = re.compile(r"[0-9]+")  # an IPv4 address's first label
-# preallocated for speed: what detect answers outside LSF
-_NONE_SET = Detection(False, f"not a jsrun task: {', '.join(DETECTION_VARIABLES)} not set", ())
 
 
 def _short(name: str) -> str | None:
@@ -147,13 +145,13 @@ class Lsf:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present_among(environ, DETECTION_VARIABLES)
+        found = env.present(environ, *DETECTION_VARIABLES)
         if len(found) == len(DETECTION_VARIABLES):
             return Detection(
                 True, "LSB_JOBID, LSB_DJOB_RANKFILE, JSM_NAMESPACE_LOCAL_RANK and JSM_NAMESPACE_SIZE are set", found
             )
         if not found:
-            return _NONE_SET
+            return Detection(False, f"not a jsrun task: {', '.join(DETECTION_VARIABLES)} not set")
         missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
         return Detection(False, f"not a jsrun task: {missing} not set", found)
 

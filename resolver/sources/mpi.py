@@ -214,7 +214,7 @@ class Mpi:
         found = launcher(environ)
         if found is None:
             return _NOT_FOUND  # preallocated for speed: the answer of most non-MPI resolves
-        variables = env.present_among(environ, _plan(found).names)
+        variables = env.present(environ, *_plan(found).names)
         if found.size is None:
             return Detection(
                 True, f"{found.marker} is set ({found.name}); the comm gives the world size; rule: {RULE}", variables

@@ -40,8 +40,6 @@ INTERACTIVE_NAMES = ("bash", "interactive")
 DEFAULT_PORT = 12910
 PORT_SCHEMES = ("lightning", "step")
 
-# preallocated for speed: what detect answers outside SLURM
-_NOT_IN_A_JOB = Detection(False, "SLURM_NTASKS is not set: not inside a SLURM job")
 
 _TASKS_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")
 
@@ -97,7 +95,7 @@ class Slurm:
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if "SLURM_NTASKS" not in environ:
-            return _NOT_IN_A_JOB
+            return Detection(False, "SLURM_NTASKS is not set: not inside a SLURM job")
         in_step = "SLURM_STEP_ID" in environ
         if not in_step and "SLURM_PROCID" not in environ:
             return Detection(False, "no SLURM_PROCID: the salloc shell, not an srun task", ("SLURM_NTASKS",))

@@ -20,9 +20,6 @@ LIGHTNING_VARIABLES = ("RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 12910
 _NOT_MATCHED = "neither TORCHELASTIC_RUN_ID nor all of RANK, GROUP_RANK, LOCAL_RANK, LOCAL_WORLD_SIZE"
-# preallocated for speed: the answers that do not depend on the environment's values
-_RUN_ID = Detection(True, "TORCHELASTIC_RUN_ID is set (torchrun worker)", ("TORCHELASTIC_RUN_ID",))
-_NONE_SET = Detection(False, _NOT_MATCHED, ())
 
 
 def main_endpoint(b: Builder, environ: Mapping[str, str]) -> None:
@@ -43,12 +40,10 @@ class TorchElastic:
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if "TORCHELASTIC_RUN_ID" in environ:
-            return _RUN_ID
-        found = env.present_among(environ, LIGHTNING_VARIABLES)
+            return Detection(True, "TORCHELASTIC_RUN_ID is set (torchrun worker)", ("TORCHELASTIC_RUN_ID",))
+        found = env.present(environ, *LIGHTNING_VARIABLES)
         if len(found) == len(LIGHTNING_VARIABLES):
             return Detection(True, "RANK, GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE are set", found)
-        if not found:
-            return _NONE_SET
         return Detection(False, _NOT_MATCHED, found)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:

@@ -17,7 +17,7 @@ import probes
 import resolver
 from resolver import InvalidSettings, Topology
 from tests.conftest import captures, read_capture
-from tests.launcherss import require_module, run_python
+from tests.integrations import require_module, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from resolver import Topology
-from tests.launcherss import require_module, run_python
+from tests.integrations import require_module, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = timedelta(seconds=30)

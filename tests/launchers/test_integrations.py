@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import require_tool
+from tests.integrations import require_module
 from tests.launchers.launching import launch as run_launcher
 from tests.launchers.slurm_cluster import Cluster
-from tests.launcherss import require_module
 
 WORKER = Path(__file__).resolve().with_name("integration_worker.py")
 ROOT = WORKER.parents[2]

@@ -197,7 +197,7 @@ def test_requeue_on_signal(slurm_cluster: Cluster, tmp_path: Path) -> None:
     marker = tmp_path / "callback-runs"
     script = tmp_path / "requeue.sh"
     body = (
-        "import os, pathlib, signal, time, resolver\n"
+        "import os, pathlib, signal, time, resolver.requeue\n"
         f"marker = pathlib.Path({str(marker)!r})\n"
         "restart = int(os.environ.get('SLURM_RESTART_COUNT', '0'))\n"
         "if restart > 0:\n"

@@ -159,7 +159,7 @@ def test_detect(env: dict[str, str], matched: bool, variable: str | None) -> Non
 
 
 def test_detection_order_puts_mpi_after_slurm_and_lsf() -> None:
-    names = [s.name for s in resolver.sources(auto_only=True)]
+    names = [s.name for s in resolver.sources.registered(auto_only=True)]
     assert names.index("mpi") > names.index("torchelastic")
     for earlier in ("slurm", "lsf"):
         if earlier in names:
@@ -292,7 +292,7 @@ def test_srun_with_a_pmi_plugin_is_not_mpirun() -> None:
     assert started_by_mpirun(SRUN_PMI2) is None
     assert Mpi().detect(SRUN_PMI2).matched  # the PMI family matches, but SLURM is earlier
     assert "SLURM, earlier in the order, wins" in Mpi().detect(SRUN_PMI2).reason
-    if "slurm" in [s.name for s in resolver.sources()]:
+    if "slurm" in [s.name for s in resolver.sources.registered()]:
         assert resolver.explain(SRUN_PMI2).chosen == "slurm"
     for pmix in ({"PMIX_RANK": "3"}, {"PALS_RANKID": "3", "PALS_NODEID": "1"}):
         assert started_by_mpirun({**SRUN_PMI2, **pmix}) is None
@@ -434,7 +434,7 @@ def test_bad_variables_are_named(
     env = {k: v for k, v in {**OMPI, **change}.items() if v is not None}
     with pytest.raises(error) as info:
         resolver.resolve(env, probes.fake())
-    assert info.value.variable == variable  # type: ignore[attr-defined]
+    assert info.value.variable == variable
     assert variable in str(info.value)
     assert expected in str(info.value)
 

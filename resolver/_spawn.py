@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import attrs
 
+from resolver._validate import _positive
 from resolver.errors import InvalidSettings
 from resolver.topology import Topology
-from resolver.validate import _positive
 
 __all__ = ["spawn"]
 

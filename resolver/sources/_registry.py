@@ -1,0 +1,63 @@
+"""The built-in sources, in detection order: one line each, as data.
+
+A line names the source, where its class lives (`module:Class`, imported only when needed) and the
+variables whose presence makes it a *candidate*. `resolve` imports and asks a source only when one
+of those variables is set, so a torchrun worker never imports the SLURM or MPI modules. The
+variables are a sound filter, not the rule: the source's own `detect()` decides, and
+`tests/test_registry.py` checks that no environment a source would match is filtered out.
+
+Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI >
+third-party sources (entry points) > the default. Kubeflow and XLA are chosen by name only.
+
+To add a built-in source: its module under `resolver/sources/`, one line below, its builder module
+under `resolver/testing/`, its tests (see "Adding a source" in the README).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from resolver.sources import Source
+
+__all__ = ["DEFAULT", "DETECTION_ORDER", "ON_REQUEST", "Entry"]
+
+
+@attrs.frozen
+class Entry:
+    """One built-in source: its name, `module:Class`, and the variables that make it a candidate."""
+
+    name: str
+    target: str
+    candidates: tuple[str, ...] = ()  # empty: always a candidate (the default)
+    auto: bool = True
+
+    def is_candidate(self, environ: Mapping[str, str]) -> bool:
+        return not self.candidates or any(name in environ for name in self.candidates)
+
+    def load(self) -> Source:
+        """A new instance of the source's class, importing its module on first use."""
+        module, _, attribute = self.target.partition(":")
+        source: Source = getattr(importlib.import_module(module), attribute)()
+        return source
+
+
+DETECTION_ORDER: tuple[Entry, ...] = (
+    Entry("torchelastic", "resolver.sources.torchelastic:TorchElastic", ("TORCHELASTIC_RUN_ID", "GROUP_RANK")),
+    Entry("slurm", "resolver.sources.slurm:Slurm", ("SLURM_NTASKS",)),
+    Entry("lsf", "resolver.sources.lsf:Lsf", ("JSM_NAMESPACE_SIZE",)),
+    Entry(
+        "mpi",
+        "resolver.sources.mpi:Mpi",
+        ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"),
+    ),
+)
+DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
+ON_REQUEST: tuple[Entry, ...] = (
+    Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
+    Entry("xla", "resolver.sources.xla:Xla", auto=False),
+)
