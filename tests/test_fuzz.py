@@ -18,7 +18,7 @@ def test_a_short_fuzz_run_finds_nothing() -> None:
         import atheris  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: F401
     except ImportError:
         if IN_CI:
-            pytest.fail("atheris must be installed in CI (the test extra)")
+            pytest.fail("atheris must be installed in CI (the fuzz extra: .ci/run installs it)")
         pytest.skip("atheris not installed")
     out = subprocess.run(
         [sys.executable, str(FUZZER), "-runs=5000", "-seed=1"], capture_output=True, text=True, timeout=300

@@ -34,3 +34,10 @@ def test_every_public_name_is_exported() -> None:
 
     for name in resolver.__all__:
         assert hasattr(resolver, name), name
+
+
+def test_the_testing_kit_imports_no_test_dependency() -> None:
+    # hypothesis comes with the first strategy; jsonschema is the user's (topology_schema() only reads the file)
+    modules = loaded_after("import resolver.testing")
+    assert not {m for m in modules if m.split(".")[0] in ("hypothesis", "jsonschema", *HEAVY)}
+    assert "resolver.testing.strategies" in modules  # the probe really imported the kit

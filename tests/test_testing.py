@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import re
 import subprocess
@@ -31,13 +32,20 @@ FAKE = probes.fake(free_port=4242, which={})  # what a non-task (batch script, s
 
 # -- builders against the captures ---------------------------------------------------------------------
 
-S = {"submit_host": "vm"}  # every capture was submitted from the machine `vm`
-ALLOC_B = {"nodes": ("vm",), "ntasks": 2, "allocation": "sbatch", "job_id": 2, **S}
-ALLOC_C = {"nodes": ("vm",), "ntasks": 2, "allocation": "salloc", **S}
-ARRAY = {"nodes": ("vm",), "ntasks": 1, "allocation": "sbatch", "job_id": 5, "array": range(2), **S}
-ALLOC_F = {"nodes": ("ci1", "ci2"), "ntasks": 2, "allocation": "salloc", "job_id": 12, **S}
-ALLOC_F3 = {"nodes": ("ci1", "ci2"), "ntasks": 3, "allocation": "sbatch", "job_id": 13, **S}
-ALLOC_G = {"nodes": ("ci1", "ci2"), "ntasks": 4, "tasks_per_node": 2, "allocation": "sbatch", "job_id": 14, **S}
+S: dict[str, Any] = {"submit_host": "vm"}  # every capture was submitted from the machine `vm`
+ALLOC_B: dict[str, Any] = {"nodes": ("vm",), "ntasks": 2, "allocation": "sbatch", "job_id": 2, **S}
+ALLOC_C: dict[str, Any] = {"nodes": ("vm",), "ntasks": 2, "allocation": "salloc", **S}
+ARRAY: dict[str, Any] = {"nodes": ("vm",), "ntasks": 1, "allocation": "sbatch", "job_id": 5, "array": range(2), **S}
+ALLOC_F: dict[str, Any] = {"nodes": ("ci1", "ci2"), "ntasks": 2, "allocation": "salloc", "job_id": 12, **S}
+ALLOC_F3: dict[str, Any] = {"nodes": ("ci1", "ci2"), "ntasks": 3, "allocation": "sbatch", "job_id": 13, **S}
+ALLOC_G: dict[str, Any] = {
+    "nodes": ("ci1", "ci2"),
+    "ntasks": 4,
+    "tasks_per_node": 2,
+    "allocation": "sbatch",
+    "job_id": 14,
+    **S,
+}
 
 
 def ranks(pattern: str, n: int) -> tuple[str, ...]:
@@ -303,6 +311,59 @@ def test_builders_are_pure() -> None:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+# -- typed builders --------------------------------------------------------------------------------------
+
+# every builder -> its launch class and the keywords it adds (the process it describes)
+SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
+    (rt.slurm_job, rt.SlurmLaunch, set()),
+    (rt.slurm_env, rt.SlurmLaunch, {"procid"}),
+    (rt.slurm_batch_env, rt.SlurmLaunch, set()),
+    (rt.slurm_salloc_env, rt.SlurmLaunch, set()),
+    (rt.torchrun_job, rt.TorchrunLaunch, set()),
+    (rt.torchrun_env, rt.TorchrunLaunch, {"node_rank", "local_rank"}),
+    (rt.kubeflow_job, rt.KubeflowLaunch, set()),
+    (rt.kubeflow_env, rt.KubeflowLaunch, {"rank"}),
+    (rt.openmpi_job, rt.OpenMpiLaunch, set()),
+    (rt.openmpi_env, rt.OpenMpiLaunch, {"rank"}),
+    (rt.mpich_job, rt.MpichLaunch, set()),
+    (rt.mpich_env, rt.MpichLaunch, {"rank"}),
+    (rt.lsf_job, rt.LsfLaunch, set()),
+    (rt.lsf_env, rt.LsfLaunch, {"rank"}),
+]
+
+
+@pytest.mark.parametrize(("build", "launch", "added"), SIGNATURES, ids=[b.__name__ for b, _, _ in SIGNATURES])
+def test_a_builder_takes_exactly_its_launch_fields(build: Callable[..., object], launch: type, added: set[str]) -> None:
+    parameters = inspect.signature(build).parameters
+    assert set(parameters) == {field.name for field in attrs.fields(launch)} | added
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+    assert build.__module__ == launch.__module__ and build.__doc__
+
+
+def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
+    use = tmp_path / "use_builders.py"
+    use.write_text(
+        "from resolver.testing import lsf_env, slurm_env\n"
+        "slurm_env(procid=3, nodes=('ci1', 'ci2'), ntasks=4)\n"
+        "slurm_env(procid=3, node=('a', 'b'))\n"
+        "lsf_env(rank='4')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", str(use), "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2, errors
+    assert ':3: error: Unexpected keyword argument "node"' in errors[0]
+    assert ':4: error: Argument "rank" has incompatible type "str"; expected "int"' in errors[1]
+    with pytest.raises(TypeError, match="node"):
+        rt.slurm_env(procid=3, node=("a", "b"))  # type: ignore[call-arg]
 
 
 # -- the one-world property -------------------------------------------------------------------------------

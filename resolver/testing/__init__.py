@@ -1,0 +1,93 @@
+"""Environments shaped exactly like real launchers', for testing code that resolves a topology.
+
+Builders (no dependency beyond this library): each describes one launch with keywords and gives
+what the launcher puts in each process's environment, variable for variable, as measured in the
+captures under ``tests/captures`` (SLURM 22.05, Open MPI 4.1.4, MPICH 4.0.2, torchrun):
+
+    slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)   -> dict: one srun task's environment
+    slurm_job(nodes=("ci1", "ci2"), ntasks=4)             -> Job: every task of that launch
+
+and likewise ``torchrun_env/torchrun_job``, ``openmpi_env/openmpi_job``, ``mpich_env/mpich_job``,
+``kubeflow_env/kubeflow_job``, ``lsf_env/lsf_job`` (LSF's source also reads the rankfile, so
+``lsf_env`` returns a `Process` with ``.environ`` and ``.files``). The keywords of each pair are
+the fields of its launch class (`SlurmLaunch`, `TorchrunLaunch`, ...), and the builders' signatures
+are those classes' (mypy refuses ``slurm_env(node=...)``). Values a launcher picks at random (ports,
+pids, temporary directories) are plausible and derived from the keywords, so a builder is a pure
+function; `NONDETERMINISTIC` lists them with the shape of their values.
+
+The world harness (`resolver.testing.world`): a `Job` holds every process of one launch with the
+host it runs on; ``job.resolve()`` resolves each with its own fake probes and `assert_consistent`
+checks that the answers form one world. Strategies (`resolver.testing.strategies`): `jobs()` and
+`topologies()` return Hypothesis strategies; hypothesis is imported only when one is called.
+Nothing here is imported by ``import resolver``.
+
+One module per launcher (`slurm`, `torchrun`, `kubeflow`, `openmpi`, `mpich`, `lsf`). A new launcher
+adds:
+
+1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` launch class whose fields
+   are the launcher's options (defaults written once there), its ``job()`` giving a `Job`; a
+   subclass adding the process index (``rank: int = 0``) for the one-process builder; the builders
+   made with ``_launch.builder(...)`` (typed by the class's fields); a ``_jobs(most)`` Hypothesis
+   strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
+2. one line in `strategies.REGISTRY`, and its builders in the imports and `__all__` below.
+3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
+   can run, else against its documentation (say which in the module docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from resolver.schema import topology_schema
+from resolver.testing.kubeflow import KubeflowLaunch, kubeflow_env, kubeflow_job
+from resolver.testing.lsf import LsfLaunch, lsf_env, lsf_job
+from resolver.testing.mpich import MpichLaunch, mpich_env, mpich_job
+from resolver.testing.openmpi import OpenMpiLaunch, openmpi_env, openmpi_job
+from resolver.testing.slurm import (
+    SlurmLaunch,
+    slurm_batch_env,
+    slurm_env,
+    slurm_job,
+    slurm_salloc_env,
+    slurm_tasks_per_node,
+)
+from resolver.testing.strategies import LAUNCHERS, REGISTRY, jobs, topologies
+from resolver.testing.torchrun import TorchrunLaunch, torchrun_env, torchrun_job
+from resolver.testing.world import Job, Launcher, Process, assert_consistent
+
+# Variables whose values each launcher picks at random or from the machine's state: the builders give
+# plausible values of this shape (a regular expression); every other value is exactly the launcher's.
+NONDETERMINISTIC: Mapping[str, Mapping[str, str]] = {launcher.name: launcher.nondeterministic for launcher in REGISTRY}
+
+__all__ = [
+    "LAUNCHERS",
+    "NONDETERMINISTIC",
+    "Job",
+    "KubeflowLaunch",
+    "Launcher",
+    "LsfLaunch",
+    "MpichLaunch",
+    "OpenMpiLaunch",
+    "Process",
+    "SlurmLaunch",
+    "TorchrunLaunch",
+    "assert_consistent",
+    "jobs",
+    "kubeflow_env",
+    "kubeflow_job",
+    "lsf_env",
+    "lsf_job",
+    "mpich_env",
+    "mpich_job",
+    "openmpi_env",
+    "openmpi_job",
+    "slurm_batch_env",
+    "slurm_env",
+    "slurm_job",
+    "slurm_salloc_env",
+    "slurm_tasks_per_node",
+    "topologies",
+    "topology_schema",
+    "torchrun_env",
+    "torchrun_job",
+]

@@ -1,0 +1,100 @@
+"""What a launcher's builder module is made of: field converters and validators, stable "random"
+values, and `builder`, which turns a launch class into a typed builder function.
+
+A launch class is an ``@attrs.frozen(kw_only=True)`` class whose fields are the launcher's options
+with their defaults, written once. ``builder(SlurmLaunch, SlurmLaunch.job, ...)`` is a function
+with exactly the class's keywords (mypy checks every call: ``slurm_job(node=...)`` is an error), so
+a builder never repeats a field or a default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import attrs
+
+P = ParamSpec("P")
+L = TypeVar("L")
+R = TypeVar("R")
+
+
+def builder(launch: Callable[P, L], build: Callable[[L], R], *, name: str, doc: str) -> Callable[P, R]:
+    """A function taking `launch`'s keywords and giving ``build(launch(**keywords))``, named `name`."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return build(launch(*args, **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc
+    call.__module__ = launch.__module__
+    call.__signature__ = inspect.signature(launch)  # type: ignore[attr-defined]  # what help() shows
+    return call
+
+
+def stable_number(*parts: object, low: int, high: int) -> int:
+    """A plausible 'random' number in low..high, the same for the same parts (builders stay pure)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return low + int.from_bytes(digest, "big") % (high - low + 1)
+
+
+def stable_token(*parts: object, length: int = 8) -> str:
+    """A plausible tempfile-style name: `length` characters of [a-z0-9_], the same for the same parts."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_"
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=32).digest()
+    return "".join(alphabet[b % len(alphabet)] for b in digest[:length])
+
+
+def ephemeral_port(*parts: object) -> int:
+    return stable_number("port", *parts, low=32768, high=60999)  # Linux's default ip_local_port_range
+
+
+def to_hosts(value: Iterable[str]) -> tuple[str, ...]:
+    """Converter of a field of host names: any sequence of them, but not one string."""
+    if isinstance(value, str):
+        raise TypeError(f"expected a sequence of host names, got the string {value!r}")
+    return tuple(value)
+
+
+def to_optional_hosts(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else to_hosts(value)
+
+
+def distinct_hosts(instance: object, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
+    if value is None:
+        return
+    if not value:
+        raise ValueError(f"{attribute.name}: at least one host")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name}={value!r}: each host once")
+
+
+def positive(instance: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{attribute.name}={value!r}: expected an int >= 1")
+
+
+def not_negative(instance: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"{attribute.name}={value!r}: expected an int >= 0")
+
+
+def capacities(capacity: int | Sequence[int], nodes: int) -> list[int]:
+    """One capacity for every node, or one per node (checked)."""
+    if isinstance(capacity, int):
+        return [capacity] * nodes
+    if len(capacity) != nodes:
+        raise ValueError(f"capacity {list(capacity)} for {nodes} nodes")
+    return list(capacity)
+
+
+def changed_fields(launch: attrs.AttrsInstance) -> dict[str, Any]:
+    """A launch's keywords that differ from the defaults, for `Job.call`."""
+    out = {}
+    for field in attrs.fields(type(launch)):
+        value = getattr(launch, field.name)
+        if value != field.default:
+            out[field.name] = value
+    return out

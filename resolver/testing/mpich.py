@@ -1,0 +1,128 @@
+"""MPICH 4.0.2 ``mpiexec`` (Hydra): every rank, as measured in tests/captures/mpich.
+
+    mpich_env(rank=2, n=4, hosts=("nodeA", "nodeB"))  -> dict: rank 2's environment
+    mpich_job(n=4, hosts=("vm",))                     -> Job: every rank
+
+The keywords are the fields of `MpichLaunch` (plus `rank` for `mpich_env`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from resolver.testing._launch import (
+    builder,
+    capacities,
+    changed_fields,
+    distinct_hosts,
+    not_negative,
+    positive,
+    stable_number,
+    to_hosts,
+)
+from resolver.testing.world import Job, Launcher, Process
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["MpichLaunch", "mpich_env", "mpich_job"]
+
+
+@attrs.frozen(kw_only=True)
+class MpichLaunch:
+    """MPICH 4.0.2 ``mpiexec -n n -hosts h1:c1,h2:c2`` (Hydra), run on `launch_host` (default the first host).
+
+    Hydra deals the ranks out in turns, `counts[i]` (default 1) to host i at a time, round and round:
+    ``-hosts nodeA,nodeB -n 4`` puts ranks 0,2 on nodeA and 1,3 on nodeB; ``-hosts nodeA:2,nodeB:2 -n 3``
+    puts 0,1 on nodeA and 2 on nodeB (both measured with two emulated hosts). Ranks on the launch host
+    are children of a local proxy and also get HYDI_CONTROL_FD; ranks started over ssh do not.
+    """
+
+    n: int = attrs.field(validator=positive)
+    hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
+    counts: int | tuple[int, ...] = 1
+    launch_host: str | None = None
+
+    def placement(self) -> tuple[int, ...]:
+        """The host index of each rank."""
+        counts = capacities(self.counts if isinstance(self.counts, int) else list(self.counts), len(self.hosts))
+        if min(counts) < 1:
+            raise ValueError(f"counts={self.counts!r}: each host takes at least one rank per turn")
+        out: list[int] = []
+        while len(out) < self.n:
+            for host, count in enumerate(counts):
+                out += [host] * min(count, self.n - len(out))
+        return tuple(out)
+
+    def rank_variables(self, rank: int) -> dict[str, str]:
+        placement = self.placement()
+        if not 0 <= rank < self.n:
+            raise ValueError(f"rank={rank}: the job has ranks 0..{self.n - 1}")
+        node = placement[rank]
+        local = placement[:rank].count(node)
+        host = self.hosts[node]
+        env = {
+            "MPIR_CVAR_CH3_INTERFACE_HOSTNAME": host,
+            "MPI_LOCALNRANKS": str(placement.count(node)),
+            "MPI_LOCALRANKID": str(local),
+            "PMI_FD": str(6 + 2 * local + stable_number("fd", rank, low=0, high=1)),
+            "PMI_RANK": str(rank),
+            "PMI_SIZE": str(self.n),
+        }
+        if host == (self.launch_host or self.hosts[0]):
+            env["HYDI_CONTROL_FD"] = "7"
+        return dict(sorted(env.items()))
+
+    def job(self) -> Job:
+        processes = tuple(
+            Process(environ=self.rank_variables(rank), hostname=self.hosts[node], node=node)
+            for rank, node in enumerate(self.placement())
+        )
+        return Job(
+            launcher="mpich", source="mpi", mpi=True, processes=processes, call=f"mpich_job(**{changed_fields(self)})"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class MpichRank(MpichLaunch):
+    """Rank `rank` of an `MpichLaunch`."""
+
+    rank: int = attrs.field(default=0, validator=not_negative)
+
+    def variables(self) -> dict[str, str]:
+        return self.rank_variables(self.rank)
+
+
+mpich_job = builder(
+    MpichLaunch,
+    MpichLaunch.job,
+    name="mpich_job",
+    doc="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s.",
+)
+mpich_env = builder(
+    MpichRank,
+    MpichRank.variables,
+    name="mpich_env",
+    doc="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s.",
+)
+
+
+def _jobs(most: int) -> SearchStrategy[Job]:
+    from hypothesis import strategies as st
+
+    from resolver.testing.strategies import host_names, mpi_master, with_master
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Job:
+        count = draw(st.integers(1, min(3, most // 2)))
+        hosts = draw(host_names(count))
+        counts = tuple(draw(st.lists(st.integers(1, 3), min_size=count, max_size=count)))
+        launch = MpichLaunch(n=draw(st.integers(2, most)), hosts=hosts, counts=counts)
+        return with_master(launch.job(), draw(mpi_master()))
+
+    return build()
+
+
+LAUNCHER = Launcher(name="mpich", nondeterministic={"PMI_FD": r"[0-9]+"}, jobs=_jobs)

@@ -1,0 +1,127 @@
+"""Hypothesis strategies: whole launches (`jobs`) and valid records (`topologies`).
+
+Hypothesis is a test extra (``pip install 'cluster-topology[testing]'``), not a dependency: it is
+imported when a strategy function is called, never at import, so the builders work without it.
+
+`REGISTRY` lists every launcher the kit builds, each as its module's `LAUNCHER` record: a new
+launcher's builder module adds its line there (and its strategy of jobs, ``LAUNCHER.jobs``, uses
+`host_names` and, for MPI, `mpi_master`/`with_master` from here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from resolver import Topology
+from resolver.testing import kubeflow, lsf, mpich, openmpi, slurm, torchrun
+from resolver.testing.world import Job, Launcher
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["LAUNCHERS", "REGISTRY", "host_names", "jobs", "mpi_master", "topologies", "with_master"]
+
+# Every launcher resolver.testing builds, in this order; a new launcher module adds its line.
+REGISTRY: tuple[Launcher, ...] = (
+    slurm.LAUNCHER,
+    torchrun.LAUNCHER,
+    kubeflow.LAUNCHER,
+    openmpi.LAUNCHER,
+    mpich.LAUNCHER,
+    lsf.LAUNCHER,
+)
+LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
+
+
+def jobs(*, launchers: Sequence[str] = LAUNCHERS, max_processes: int = 16) -> SearchStrategy[Job]:
+    """Whole launches of the given launchers (every process's environment, host and files).
+
+    Needs hypothesis (a test extra), imported here. Each job resolves, process by process, to one
+    world: ``assert_consistent(job.resolve(), job)``.
+    """
+    from hypothesis import strategies as st
+
+    unknown = sorted(set(launchers) - set(LAUNCHERS))
+    if unknown or not launchers:
+        raise ValueError(f"launchers={list(launchers)!r}: expected some of {LAUNCHERS}")
+    by_name = {launcher.name: launcher for launcher in REGISTRY}
+    return st.one_of([by_name[name].jobs(max_processes) for name in launchers])
+
+
+def host_names(count: int, *, prefix: str | None = None) -> SearchStrategy[tuple[str, ...]]:
+    """`count` distinct host names: a numbered family (ci1, rack1-n07) or arbitrary DNS-like names."""
+    from hypothesis import strategies as st
+
+    numbered = st.tuples(
+        st.sampled_from([prefix] if prefix else ["ci", "node", "gpu-", "rack1-n"]),
+        st.integers(0, 3),  # zero padding
+        st.integers(0, 990),
+        st.integers(1, 3),  # step between numbers: gaps as in ci[1-2,4]
+    ).map(lambda t: tuple(f"{t[0]}{str(t[2] + i * t[3]).zfill(t[1])}" for i in range(count)))
+    if prefix:
+        return numbered
+    named = st.lists(
+        st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True), min_size=count, max_size=count, unique=True
+    )
+    return st.one_of(numbered, named.map(tuple))
+
+
+def mpi_master() -> SearchStrategy[dict[str, str]]:
+    """MASTER_ADDR/MASTER_PORT exported to every rank (``mpirun -x``), or nothing (the comm finds them)."""
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.just({}),
+        st.builds(lambda port: {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(port)}, st.integers(1024, 65535)),
+    )
+
+
+def with_master(job: Job, master: Mapping[str, str]) -> Job:
+    """`job` with `master` added to every process's environment (and said in its call)."""
+    processes = tuple(attrs.evolve(p, environ={**p.environ, **master}) for p in job)
+    return attrs.evolve(job, processes=processes, call=job.call + (f" with {dict(master)}" if master else ""))
+
+
+def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
+    """Valid `Topology` records, every field exercised; needs hypothesis (a test extra), imported here."""
+    from hypothesis import strategies as st
+
+    from resolver.environ import ADDRESS_RE
+    from resolver.topology import _SOURCE_RE
+
+    names = [field.name for field in attrs.fields(Topology)]
+    text = st.text(max_size=24)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Topology:
+        world = draw(st.integers(1, max_world_size))
+        nodes = draw(st.none() | st.integers(1, world))
+        local_size = draw(st.none() | st.integers(1, world))
+        return Topology(
+            source=draw(
+                st.sampled_from(["slurm", "torchelastic", "mpi", "lsf", "kubeflow", "xla", "lightning"])
+                | st.from_regex(_SOURCE_RE, fullmatch=True)
+            ),
+            world_size=world,
+            global_rank=draw(st.integers(0, world - 1)),
+            local_rank=draw(st.integers(0, (local_size or world) - 1)),
+            node_rank=draw(st.integers(0, (nodes or world) - 1)),
+            num_nodes=nodes,
+            local_world_size=local_size,
+            main_address=draw(st.none() | st.from_regex(ADDRESS_RE, fullmatch=True)),
+            main_port=draw(st.none() | st.integers(1, 65535)),
+            creates_processes_externally=draw(st.booleans()),
+            job_id=draw(st.none() | text),
+            job_name=draw(st.none() | text),
+            step_id=draw(st.none() | text),
+            array_job_id=draw(st.none() | text),
+            array_task_id=draw(st.none() | text),
+            restart_count=draw(st.none() | st.integers(0, 10**6)),
+            provenance=draw(st.dictionaries(st.sampled_from(names), text, max_size=4)),
+            warnings=draw(st.lists(text, max_size=3)),
+        )
+
+    return build()
