@@ -16,7 +16,7 @@ import attrs
 
 from resolver.errors import InvalidSettings, TopologyError
 from resolver.sources import Detection, Source
-from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, Entry
+from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, SCHEDULERS, Entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -160,9 +160,23 @@ def resolve(
     topology = chosen.resolve(environ, probes)
     if not isinstance(topology, Topology):
         raise TopologyError(f"source {chosen.name!r} returned {type(topology).__name__}, not a Topology")
+    changes: dict[str, Any] = _scheduler_facts(environ, chosen.name, topology)
     if notes:
-        topology = attrs.evolve(topology, warnings=(*notes, *topology.warnings))
-    return topology
+        changes["warnings"] = (*notes, *topology.warnings)
+    return attrs.evolve(topology, **changes) if changes else topology
+
+
+def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology) -> dict[str, Any]:
+    """The job facts of the scheduler around the process, when a launcher other than it was chosen."""
+    for entry in SCHEDULERS:
+        if entry.name == chosen or not entry.is_candidate(environ):
+            continue
+        facts = entry.attribute()(environ)
+        if facts:
+            changes: dict[str, Any] = {field: value for field, (value, _) in facts.items()}
+            changes["provenance"] = {**topology.provenance, **{field: origin for field, (_, origin) in facts.items()}}
+            return changes
+    return {}
 
 
 # -- explain ---------------------------------------------------------------------------------------------

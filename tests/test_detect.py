@@ -153,3 +153,35 @@ def test_any_mapping_gives_a_topology_or_a_topology_error(env: dict[str, str], s
         return
     assert isinstance(t, Topology)
     assert Topology.from_dict(t.to_dict()) == t
+
+
+def test_a_scheduler_s_job_facts_reach_a_process_another_launcher_started() -> None:
+    # mpirun inside sbatch: MPI resolves the ranks, SLURM says which job (and requeue) it is
+    env = {
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "OMPI_COMM_WORLD_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+        "PMIX_NAMESPACE": "prterun-vm-123@1",
+        "MASTER_ADDR": "vm",
+        "MASTER_PORT": "29500",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_RESTART_COUNT": "2",
+        "ENVIRONMENT": "BATCH",
+    }
+    t = resolver.resolve(env, probes.fake())
+    assert (t.source, t.job_id, t.job_name, t.restart_count) == ("mpi", "4242", "train", 2)
+    assert t.provenance["job_id"] == "env:SLURM_JOB_ID"
+    assert t.provenance["restart_count"] == "env:SLURM_RESTART_COUNT"
+    # without a scheduler, the launcher's own id stays
+    plain = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    assert resolver.resolve(plain, probes.fake()).job_id == "prterun-vm-123@1"
+
+
+def test_a_malformed_scheduler_restart_count_is_named() -> None:
+    env = {"TORCHELASTIC_RUN_ID": "x", "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "SLURM_JOB_ID": "7"}
+    assert resolver.resolve(env, probes.fake()).job_id == "7"
+    with pytest.raises(resolver.InvalidVariable) as info:
+        resolver.resolve({**env, "SLURM_RESTART_COUNT": "x"}, probes.fake())
+    assert info.value.variable == "SLURM_RESTART_COUNT"

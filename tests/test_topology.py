@@ -7,6 +7,7 @@ import attrs
 import pytest
 from hypothesis import given
 
+import resolver
 from resolver import SCHEMA, InvalidTopology, Topology, TopologyError
 from resolver.testing import topologies
 
@@ -146,3 +147,34 @@ def test_round_trip(t: Topology) -> None:
     line = str(t)
     assert line.startswith(f"{t.source} rank {t.global_rank}/{t.world_size} ")
     assert "\n" not in line and "\r" not in line  # one line in a job log, whatever the job id
+
+
+def test_records_pickle_copy_and_keep_their_own_provenance() -> None:
+    import copy
+    import pickle
+    from types import MappingProxyType
+
+    origins = {"world_size": "env:WORLD_SIZE"}
+    proxy = MappingProxyType(origins)
+    t = Topology(
+        source="lightning",
+        world_size=2,
+        global_rank=1,
+        local_rank=1,
+        node_rank=0,
+        provenance=proxy,
+        warnings=iter(["w"]),
+    )
+    origins["world_size"] = "changed"
+    assert t.provenance["world_size"] == "env:WORLD_SIZE"  # a copy, not the caller's proxy
+    assert t.warnings == ("w",)  # an iterator is read, not dropped
+    for same in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t), copy.copy(t)):  # noqa: S301 - our own bytes
+        assert same == t and same.to_dict() == t.to_dict()
+    workers = resolver.spawn(t, devices=2, num_nodes=1)
+    assert pickle.loads(pickle.dumps(workers)) == workers  # noqa: S301
+
+
+@pytest.mark.parametrize("bad", ["w", [1], 3, [None]])
+def test_warnings_must_be_strings(bad: object) -> None:
+    with pytest.raises(InvalidTopology):
+        Topology(source="x", world_size=1, global_rank=0, local_rank=0, node_rank=0, warnings=bad)

@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
+    "JOB_FIELDS",
     "Builder",
     "Detection",
     "Environ",
+    "JobFacts",
     "Source",
     "address",
     "by_name",
@@ -52,6 +54,7 @@ __all__ = [
     "optional_text",
     "port",
     "present",
+    "read_job_facts",
     "registered",
     "text",
 ]
@@ -139,6 +142,11 @@ class Builder:
         port: int = self.env("main_port", check_port(variable, self.environ[variable]), variable)
         return port
 
+    def facts(self, facts: JobFacts) -> None:
+        """Record a scheduler's job facts (see `JobFacts`)."""
+        for field, (value, origin) in facts.items():
+            self.set(field, value, origin)
+
     def warn(self, message: str) -> None:
         """A warning for the record: resolved, but worth a look."""
         self.warnings.append(message)
@@ -171,6 +179,30 @@ class Builder:
                 expected,
                 related=dict(related.values()),
             ) from None
+
+
+JOB_FIELDS = ("job_id", "job_name", "step_id", "array_job_id", "array_task_id", "restart_count")
+
+JobFacts = dict[str, tuple[object, str]]
+"""What a scheduler says of the job around a process: job field -> (value, origin such as `env:SLURM_JOB_ID`).
+
+A scheduler module (SLURM, LSF, Grid Engine, PBS, Flux, a cloud platform...) gives them with a
+`job_facts(environ) -> JobFacts` function listed in the registry's `SCHEDULERS`; `resolve` lays
+them over whatever launcher started the process (mpirun inside sbatch gets SLURM's job id). Only
+the fields in `JOB_FIELDS` may appear.
+"""
+
+
+def read_job_facts(environ: Environ, table: tuple[tuple[str, str], ...], *, restart: str | None = None) -> JobFacts:
+    """`JobFacts` from a table of (field, variable) read as they are, and an integer restart counter."""
+    facts: JobFacts = {
+        field: (environ[variable], f"env:{variable}") for field, variable in table if variable in environ
+    }
+    if restart is not None:
+        count = optional_integer(environ, restart)
+        if count is not None:
+            facts["restart_count"] = (count, f"env:{restart}")
+    return facts
 
 
 def registered(*, auto_only: bool = False) -> tuple[Source, ...]:

@@ -8,6 +8,8 @@ variables are a sound filter, not the rule: the source's own `detect()` decides,
 
 Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI >
 third-party sources (entry points) > the default. Kubeflow and XLA are chosen by name only.
+`SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
+process that another launcher started (mpirun inside sbatch).
 
 To add a built-in source: its module under `resolver/sources/`, one line below, its builder module
 under `resolver/testing/`, its tests (see "Adding a source" in the README).
@@ -17,14 +19,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 if TYPE_CHECKING:
     from resolver.sources import Source
 
-__all__ = ["DEFAULT", "DETECTION_ORDER", "ON_REQUEST", "Entry"]
+__all__ = ["DEFAULT", "DETECTION_ORDER", "ON_REQUEST", "SCHEDULERS", "Entry"]
 
 
 @attrs.frozen
@@ -41,9 +43,13 @@ class Entry:
 
     def load(self) -> Source:
         """A new instance of the source's class, importing its module on first use."""
-        module, _, attribute = self.target.partition(":")
-        source: Source = getattr(importlib.import_module(module), attribute)()
+        source: Source = self.attribute()()
         return source
+
+    def attribute(self) -> Any:
+        """What `target` names, importing its module on first use."""
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
 
 
 DETECTION_ORDER: tuple[Entry, ...] = (
@@ -57,6 +63,13 @@ DETECTION_ORDER: tuple[Entry, ...] = (
     ),
 )
 DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
+# Schedulers whose job facts (job id, array index, restart count) are laid over whatever launcher
+# started the process: `module:job_facts` functions, nearest first; the first candidate that gives
+# facts wins. The chosen source's own facts are not asked twice.
+SCHEDULERS: tuple[Entry, ...] = (
+    Entry("slurm", "resolver.sources.slurm:job_facts", ("SLURM_JOB_ID",)),
+    Entry("lsf", "resolver.sources.lsf:job_facts", ("LSB_JOBID",)),
+)
 ON_REQUEST: tuple[Entry, ...] = (
     Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
     Entry("xla", "resolver.sources.xla:Xla", auto=False),

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.environ import ADDRESS_RE
 from resolver.errors import InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Lsf", "compute_hosts", "match_host"]
+__all__ = ["Lsf", "compute_hosts", "job_facts", "match_host"]
 
 NAME = "lsf"
 RANKFILE = "LSB_DJOB_RANKFILE"
@@ -110,19 +110,24 @@ def _jsrun_integer(environ: Mapping[str, str], name: str, what: str, *, minimum:
     return env.integer(environ, name, minimum=minimum, source=NAME)
 
 
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The job's id and name, and its array ids for an element of a job array.
+
+    LSF sets LSB_JOBINDEX for every job: 0 outside a job array, else this element's index (array
+    elements share LSB_JOBID).
+    """
+    facts = read_job_facts(environ, (("job_id", "LSB_JOBID"), ("job_name", "LSB_JOBNAME")))
+    if env.optional_integer(environ, INDEX):
+        facts["array_job_id"] = (environ["LSB_JOBID"], "env:LSB_JOBID")
+        facts["array_task_id"] = (environ[INDEX], f"env:{INDEX}")
+    return facts
+
+
 def _job_and_port(b: Builder, environ: Mapping[str, str]) -> None:
-    """The job's ids and name, and the main port (`MASTER_PORT`, else the formula on the job id)."""
+    """The job's facts, and the main port (`MASTER_PORT`, else the formula on the job id)."""
     job = env.integer(environ, "LSB_JOBID", source=NAME)  # an integer even when MASTER_PORT is set
-    job_id = b.env("job_id", environ["LSB_JOBID"], "LSB_JOBID")  # present: `job` was read from it
-    # LSF sets LSB_JOBINDEX for every job: 0 outside a job array, else this element's index
-    # (array elements share LSB_JOBID)
+    b.facts(job_facts(environ))
     index = env.optional_integer(environ, INDEX) or 0
-    if index:
-        b.env("array_job_id", job_id, "LSB_JOBID")
-        b.env("array_task_id", env.text(environ, INDEX), INDEX)
-    job_name = env.optional_text(environ, "LSB_JOBNAME")
-    if job_name is not None:
-        b.env("job_name", job_name, "LSB_JOBNAME")
     if "MASTER_PORT" in environ:
         b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
     elif index:

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable
-from resolver.sources import Builder, Detection
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources.mpi import started_by_mpirun
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["INTERACTIVE_NAMES", "Slurm", "local_tasks", "parse_tasks_per_node"]
+__all__ = ["INTERACTIVE_NAMES", "JOB_VARIABLES", "Slurm", "job_facts", "local_tasks", "parse_tasks_per_node"]
 
 NAME = "slurm"
 INTERACTIVE_NAMES = ("bash", "interactive")
@@ -66,6 +66,20 @@ def local_tasks(groups: list[tuple[int, int]], node: int) -> int | None:
             return tasks
         node -= repeat
     return None
+
+
+JOB_VARIABLES = (
+    ("job_id", "SLURM_JOB_ID"),
+    ("job_name", "SLURM_JOB_NAME"),
+    ("step_id", "SLURM_STEP_ID"),
+    ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+    ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+)
+
+
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The job's id, name, step, array ids and requeue count, for any process inside a SLURM job."""
+    return read_job_facts(environ, JOB_VARIABLES, restart="SLURM_RESTART_COUNT")
 
 
 def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:
@@ -188,16 +202,7 @@ class Slurm:
         self._port(b, environ)
 
         b.set("creates_processes_externally", True, "source:slurm (srun starts every task)")
-        for field, var in (
-            ("job_id", "SLURM_JOB_ID"),
-            ("job_name", "SLURM_JOB_NAME"),
-            ("step_id", "SLURM_STEP_ID"),
-            ("array_job_id", "SLURM_ARRAY_JOB_ID"),
-            ("array_task_id", "SLURM_ARRAY_TASK_ID"),
-        ):
-            if var in environ:
-                b.env(field, environ[var], var)
-        b.optional_int("restart_count", "SLURM_RESTART_COUNT")
+        b.facts(job_facts(environ))
         return b.build()
 
     def _port(self, b: Builder, environ: Mapping[str, str]) -> None:
