@@ -165,6 +165,20 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MASTER_PORT": PORT,
         },
     ),
+    "gridengine": (
+        {
+            "JOB_ID": "4711",
+            "JOB_NAME": "train",
+            "SGE_TASK_ID": "3",
+            "RESTARTED": "0",
+            "NHOSTS": "1",
+            "NSLOTS": "4",
+            "PE": "mpi",
+            "PE_HOSTFILE": "/var/spool/gridengine/execd/node1/active_jobs/4711.3/pe_hostfile",
+        },
+        probes.fake(),
+        {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, "NHOSTS": COUNT, **ENDPOINT_KINDS},
+    ),
 }
 CASES = [
     pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")

@@ -6,7 +6,7 @@ of those variables is set, so a torchrun worker never imports the SLURM or MPI m
 variables are a sound filter, not the rule: the source's own `detect()` decides, and
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI >
+Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI > Grid Engine >
 third-party sources (entry points) > the default. Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
 process that another launcher started (mpirun inside sbatch).
@@ -61,6 +61,7 @@ DETECTION_ORDER: tuple[Entry, ...] = (
         "resolver.sources.mpi:Mpi",
         ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"),
     ),
+    Entry("gridengine", "resolver.sources.gridengine:GridEngine", ("SGE_TASK_ID",)),
 )
 DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
 # Schedulers whose job facts (job id, array index, restart count) are laid over whatever launcher

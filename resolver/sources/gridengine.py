@@ -1,0 +1,276 @@
+"""Grid Engine (Son of Grid Engine, Sun/Oracle/Univa/Altair Grid Engine): the job, not the ranks.
+
+Grid Engine starts one process per job (the job script, or the binary of ``qsub -b y``), per
+array task (``qsub -t``), per ``qrsh`` command and per ``qrsh -inherit`` task of a parallel job.
+It numbers none of them: ``NSLOTS`` and ``NHOSTS`` count the slots and hosts granted (and on a
+slave host a ``qrsh -inherit`` task sees only that host's), not processes. So:
+
+- A process Grid Engine started resolves as this source: a world of one (rank 0 of 1 on node 0
+  of 1) that may start workers itself (``creates_processes_externally=False``, as with the
+  default source), with the job's facts: ``JOB_ID``, ``JOB_NAME``, the array task
+  ``SGE_TASK_ID`` (the literal ``undefined`` outside array jobs), and ``RESTARTED``. Why this
+  source rather than the default with job facts: ``explain`` then says what started the process,
+  the port follows the job (below), and the two cases where one process is not what the user
+  meant carry a warning: the master task of a parallel job that spans several hosts
+  (``NHOSTS`` > 1: start the ranks with ``mpirun``, which reads the hosts itself), and a
+  ``qrsh -inherit`` task (``PE`` set, no ``PE_HOSTFILE``: whoever started it must say its rank).
+  The main address is 127.0.0.1 (``MASTER_ADDR`` wins): a world of one has no other host.
+- MPI ranks started inside a parallel environment (Open MPI's ``mpirun`` reads ``PE_HOSTFILE``
+  and starts remote daemons with ``qrsh -inherit``; MPICH's Hydra picks its SGE launcher by
+  itself) are MPI's: the MPI source, earlier in the detection order, resolves them, and this
+  source declines. Grid Engine adds what it knows through three functions the registry gives
+  the MPI source: `job_facts` (the job's ids, array task and restart flag, with their
+  variables), `default_port`, and `main_host`, the first host of ``PE_HOSTFILE`` (the master
+  task's host, where Open MPI and Hydra both put rank 0). The file exists only on the master
+  host, so `main_host` answers None elsewhere (the ``read_text`` probe fails) and the MPI
+  exchange gives rank 0's address instead. Ranks never disagree about meeting in a collective:
+  on one node (local size = world size) they all see the same file system, and across nodes the
+  node ranks need the exchange anyway, where rank 0 sends the address it read.
+- A process with ``WORLD_SIZE``, ``RANK`` or ``LOCAL_RANK`` set was started by a launcher inside
+  the job (DeepSpeed's, Lightning's spawned workers, your own ``qrsh -inherit`` wrapper): this
+  source declines and the default source reads those variables.
+
+Detection: ``JOB_ID`` and ``SGE_TASK_ID`` both set (Grid Engine's execd sets both for every job;
+a shell on a submit host has only ``SGE_ROOT``/``SGE_CELL``), and no MPI launcher's variables.
+
+The main port, unless ``MASTER_PORT`` is set: ``20000 + (JOB_ID * 8191 + task) mod 10000``, with
+task = ``SGE_TASK_ID`` in an array job, else 0. Every rank of a job computes it alone, so no
+collective is needed; 8191 is prime to 10000, so 10000 consecutive jobs, and the tasks of one
+array, each get their own port; 20000-29999 stays below Linux's ephemeral ports (32768-60999),
+where the MPI launchers' own listening sockets land.
+
+``RESTARTED`` is a flag, not a count: 0, or 1 (restarted after a crash or a migration) or 2
+(restarted from an application-level checkpoint). ``restart_count`` is 0 for 0 and 1 otherwise:
+"restarted at least once", which is what a resume-from-checkpoint test needs.
+
+Facts from Son of Grid Engine 8.1.9's manuals: submit(1) "ENVIRONMENT VARIABLES" (JOB_ID, JOB_NAME,
+SGE_TASK_ID set to "undefined" for non-array jobs, NSLOTS, NHOSTS, PE, PE_HOSTFILE, RESTARTED and
+its values 0/1/2) and sge_pe(5) ``$pe_hostfile`` (one line per host: host name, slots, queue, and
+a processor/binding column or "UNDEFINED"); the rest measured on Debian 12's gridengine 8.1.9
+(tests/captures-hpc/gridengine, tests/launchers/test_gridengine.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from resolver import environ as env
+from resolver.environ import ADDRESS_RE
+from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
+from resolver.sources import Builder, Detection
+from resolver.sources.mpi import launcher as mpi_launcher
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["GridEngine", "default_port", "in_job", "job_facts", "main_host", "pe_hosts"]
+
+NAME = "gridengine"
+DETECTION_VARIABLES = ("JOB_ID", "SGE_TASK_ID")
+UNDEFINED = "undefined"  # SGE_TASK_ID (and SGE_TASK_FIRST/LAST/STEPSIZE) outside array jobs
+HOSTFILE = "PE_HOSTFILE"
+PORT_BASE = 20000
+PORT_SPAN = 10000
+PORT_STRIDE = 8191  # prime to PORT_SPAN: consecutive job ids get distinct ports
+LOCAL_ADDRESS = "127.0.0.1"
+RESTART_FLAGS = {"0": 0, "1": 1, "2": 1}  # RESTARTED -> restart_count (at least once)
+# variables of a process launcher inside the job: the default source reads them
+RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+
+_NOT_IN_A_JOB = Detection(False, "not a Grid Engine job: JOB_ID and SGE_TASK_ID are not set", ())
+Facts = dict[str, tuple[Any, str]]  # Topology field -> (value, origin)
+
+
+def in_job(environ: Mapping[str, str]) -> bool:
+    """Whether Grid Engine started this process or one of its ancestors (JOB_ID and SGE_TASK_ID set)."""
+    return "JOB_ID" in environ and "SGE_TASK_ID" in environ
+
+
+def _job_id(environ: Mapping[str, str]) -> int:
+    env.text(environ, "JOB_ID", source=NAME, expected="the job's id, set by Grid Engine for every job")
+    return env.check_integer("JOB_ID", environ["JOB_ID"], 1, expected="a Grid Engine job id: a decimal integer >= 1")
+
+
+def _task(environ: Mapping[str, str]) -> int | None:
+    """The array task index, or None outside an array job (SGE_TASK_ID=undefined)."""
+    raw = env.text(environ, "SGE_TASK_ID", source=NAME, expected=f"an array task index, or {UNDEFINED!r}")
+    if raw == UNDEFINED:
+        return None
+    return env.check_integer(
+        "SGE_TASK_ID", raw, 1, expected=f"an array task index >= 1, or {UNDEFINED!r} outside array jobs"
+    )
+
+
+def job_facts(environ: Mapping[str, str]) -> Facts:
+    """The job's facts with their origins: job id and name, array job and task, restart count.
+
+    Empty outside a Grid Engine job; a malformed value is an `InvalidVariable` naming it.
+    """
+    if not in_job(environ):
+        return {}
+    job = _job_id(environ)
+    facts: Facts = {"job_id": (str(job), "env:JOB_ID")}
+    name = env.optional_text(environ, "JOB_NAME")
+    if name is not None:
+        facts["job_name"] = (name, "env:JOB_NAME")
+    task = _task(environ)
+    if task is not None:
+        facts["array_job_id"] = (str(job), "env:JOB_ID")
+        facts["array_task_id"] = (str(task), "env:SGE_TASK_ID")
+    restarted = env.optional_text(environ, "RESTARTED")
+    if restarted is not None:
+        if restarted not in RESTART_FLAGS:
+            raise InvalidVariable(
+                "RESTARTED", restarted, "0, 1 (restarted after a crash or migration) or 2 (from a checkpoint)"
+            )
+        count = RESTART_FLAGS[restarted]
+        origin = "env:RESTARTED" if count == 0 else f"formula:RESTARTED={restarted}: restarted at least once"
+        facts["restart_count"] = (count, origin)
+    return facts
+
+
+def default_port(environ: Mapping[str, str]) -> tuple[int, str]:
+    """The job's main port and its origin: the same on every process of one job (or array task)."""
+    job, task = _job_id(environ), _task(environ)
+    port = PORT_BASE + (job * PORT_STRIDE + (task or 0)) % PORT_SPAN
+    if task is None:
+        formula = f"{PORT_BASE} + JOB_ID * {PORT_STRIDE} mod {PORT_SPAN} ({PORT_BASE} + {job} * {PORT_STRIDE} mod"
+        return port, f"formula:{formula} {PORT_SPAN})"
+    formula = (
+        f"{PORT_BASE} + (JOB_ID * {PORT_STRIDE} + SGE_TASK_ID) mod {PORT_SPAN} "
+        f"({PORT_BASE} + ({job} * {PORT_STRIDE} + {task}) mod {PORT_SPAN})"
+    )
+    return port, f"formula:{formula}"
+
+
+def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
+    """``PE_HOSTFILE``'s (host, slots) lines in order; a malformed line is an `InvalidVariable` naming the file."""
+    hosts: list[tuple[str, int]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        words = line.split()
+        if not words:
+            continue
+        if len(words) < 2 or not ADDRESS_RE.fullmatch(words[0]) or not (words[1].isascii() and words[1].isdigit()):
+            raise InvalidVariable(
+                HOSTFILE, path, f"a file of 'host slots queue processors' lines; line {number} is {shown(line)}"
+            )
+        hosts.append((words[0], int(words[1])))
+    if not hosts:
+        raise InvalidVariable(HOSTFILE, path, "a file listing the parallel job's hosts; it is empty")
+    return hosts
+
+
+def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:
+    """The first host of ``PE_HOSTFILE`` and its origin; None where the file cannot be read.
+
+    The file is written only on the master task's host: a rank elsewhere gets None and must take
+    rank 0's address from the MPI exchange. A file that is there but malformed is an error.
+    """
+    path = environ.get(HOSTFILE)
+    if not path or not in_job(environ):
+        return None
+    try:
+        text = probes.read_text(path)
+    except ProbeFailed:
+        return None  # not this host's file: the master task's host has it
+    if not isinstance(text, str):
+        raise ProbeFailed("read_text", f"answered {shown(text)} for {HOSTFILE}={path!r}: expected a str")
+    first = pe_hosts(text, path)[0][0]
+    return first, f"formula:first host of {HOSTFILE} ({path})"
+
+
+def _mpi_rank(environ: Mapping[str, str]) -> str | None:
+    """The MPI launcher variable that makes this process one rank of several, or None."""
+    found = mpi_launcher(environ)
+    if found is None or (found.size is not None and environ.get(found.size) == "1"):
+        return None
+    return found.marker
+
+
+class GridEngine:
+    """The one process Grid Engine started (job script, array task, qrsh), with the job's facts."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        if not in_job(environ):
+            found = env.present(environ, *DETECTION_VARIABLES)
+            if not found:
+                return _NOT_IN_A_JOB
+            missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
+            return Detection(False, f"not a Grid Engine job: {missing} not set", found)
+        marker = _mpi_rank(environ)
+        if marker is not None:
+            return Detection(
+                False,
+                f"an MPI rank inside Grid Engine job {environ['JOB_ID']} ({marker} is set): the MPI source "
+                "resolves it, with the job's facts",
+                (*DETECTION_VARIABLES, marker),
+            )
+        ranks = env.present(environ, *RANK_VARIABLES)
+        if ranks:
+            return Detection(
+                False,
+                f"{', '.join(ranks)} set by a launcher inside Grid Engine job {environ['JOB_ID']}: the default "
+                "source reads them",
+                (*DETECTION_VARIABLES, *ranks),
+            )
+        return Detection(
+            True,
+            f"JOB_ID={environ['JOB_ID']} and SGE_TASK_ID={environ['SGE_TASK_ID']}: one process started by Grid "
+            "Engine (job script, array task or qrsh), a world of one",
+            DETECTION_VARIABLES,
+        )
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        marker = _mpi_rank(environ)
+        if marker is not None:
+            raise InvalidSettings(
+                f"source='gridengine' resolves the one process Grid Engine started, but {marker}="
+                f"{shown(environ[marker])}: an MPI launcher started this rank; resolve without source= "
+                "(the MPI source takes it, with Grid Engine's job facts)"
+            )
+        b = Builder(NAME, environ)
+        facts = job_facts(environ)
+        if not facts:
+            _job_id(environ)  # names whichever detection variable is missing
+            _task(environ)
+        for field, (value, origin) in facts.items():
+            b.set(field, value, origin)
+        one = "source:gridengine: Grid Engine starts one process per job, array task or qrsh and numbers none"
+        for field in ("world_size", "local_world_size", "num_nodes"):
+            b.set(field, 1, one)
+        for field in ("global_rank", "local_rank", "node_rank"):
+            b.set(field, 0, one)
+        b.set(
+            "creates_processes_externally",
+            False,
+            "source:gridengine: the only process Grid Engine started here; it may start workers itself",
+        )
+        if b.optional_address("MASTER_ADDR") is None:
+            b.set("main_address", LOCAL_ADDRESS, f"default:{LOCAL_ADDRESS} (a world of one)")
+        if b.optional_port("MASTER_PORT") is None:
+            port, origin = default_port(environ)
+            b.set("main_port", port, origin)
+        self._warn(b, environ)
+        return b.build()
+
+    @staticmethod
+    def _warn(b: Builder, environ: Mapping[str, str]) -> None:
+        hosts = env.optional_integer(environ, "NHOSTS", minimum=1)
+        pe = environ.get("PE")
+        if pe is not None and HOSTFILE not in environ:
+            b.warn(
+                f"a task of parallel job {environ['JOB_ID']} (PE={pe}) without {HOSTFILE}: started by qrsh -inherit, "
+                "and Grid Engine numbers no tasks, so it resolves as a world of one; have the starter set "
+                "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the default source reads them), or use mpirun"
+            )
+        elif hosts is not None and hosts > 1:
+            b.warn(
+                f"the master task of parallel job {environ['JOB_ID']} spans NHOSTS={hosts} hosts, but Grid Engine "
+                "started only this process: it resolves as a world of one; start the ranks with mpirun "
+                "(Open MPI and MPICH read the job's hosts from PE_HOSTFILE)"
+            )
