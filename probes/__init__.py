@@ -8,7 +8,6 @@ A `Probes` bundle holds six questions: `hostname()`, `comm()` (an mpi4py-shaped 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -66,16 +65,10 @@ def system(*, timeout: float | None = None) -> Probes:
         return live.PROBES
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-    return _bounded_live(float(timeout))
-
-
-@functools.lru_cache(maxsize=8)
-def _bounded_live(timeout: float) -> Probes:
-    # a bundle is immutable, so one per timeout serves every resolve (building one costs ~4 us)
     from probes import live
     from probes.bounded import LIVE, bounded
 
-    return bounded(live.PROBES, timeout, names=LIVE)
+    return bounded(live.PROBES, float(timeout), names=LIVE)
 
 
 def fake(

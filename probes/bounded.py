@@ -6,10 +6,10 @@ bounds `read_text` (a rankfile on a hung NFS mount) and the MPI collectives.
 A probe that hangs (a FIFO as the LSF rankfile, a collective whose peers never arrive) must
 not hang `resolve`. Each question runs in a daemon thread and is waited for at most `seconds`;
 on a timeout the thread is abandoned (it cannot be killed) and the error says so.
-MPI collectives of a real mpi4py communicator need no thread: they run as nonblocking MPI-3
-collectives polled until the deadline (`probes.nonblocking`), whatever thread level MPI was
-initialised with. Those of another communicator (a fake, another binding) go through a thread
-when MPI allows calls from any thread (`MPI.Query_thread() >= THREAD_SERIALIZED`), else directly.
+The collectives of a real mpi4py communicator need no thread: every rank first waits, polling,
+in a nonblocking barrier (`probes.nonblocking`), whatever thread level MPI was initialised with.
+Those of another communicator (a fake, another binding) go through a thread when MPI allows
+calls from any thread (`MPI.Query_thread() >= THREAD_SERIALIZED`), else directly.
 """
 
 from __future__ import annotations
@@ -63,11 +63,10 @@ def _mpi_allows_threads() -> bool:
 
 
 class BoundedComm:
-    """A communicator whose collectives must finish within the deadline."""
+    """A communicator whose collectives must start within the deadline on every rank."""
 
     def __init__(self, comm: Comm, seconds: float) -> None:
-        # imported here, not with the module: every resolve builds the live bundle, few ask the comm
-        from probes import nonblocking
+        from probes import nonblocking  # only once a comm is asked
 
         self._comm = comm
         self._seconds = seconds
@@ -76,9 +75,12 @@ class BoundedComm:
         self._threads = not self._polled and _mpi_allows_threads()
 
     def _bounded(self, name: str, function: Callable[..., T], *args: Any) -> T:
-        if not self._threads:
+        if self._polled:
+            self._nonblocking.barrier(self._comm, self._seconds, name)
             return function(*args)
-        return call(f"comm.{name}", self._seconds, function, *args)
+        if self._threads:
+            return call(name, self._seconds, function, *args)
+        return function(*args)
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py's names
         return self._comm.Get_rank()
@@ -87,22 +89,17 @@ class BoundedComm:
         return self._comm.Get_size()
 
     def allgather(self, sendobj: Any) -> list[Any]:
-        if self._polled:
-            return self._nonblocking.allgather(self._comm, sendobj, self._seconds)
-        return self._bounded("allgather", self._comm.allgather, sendobj)
+        return self._bounded("comm.allgather", self._comm.allgather, sendobj)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        if self._polled:
-            return self._nonblocking.bcast(self._comm, obj, root, self._seconds)
-        return self._bounded("bcast", self._comm.bcast, obj, root)
+        return self._bounded("comm.bcast", self._comm.bcast, obj, root)
 
     def __getattr__(self, name: str) -> Any:  # anything else: the real communicator's
         return getattr(self._comm, name)
 
 
 ALL = ("hostname", "free_port", "read_text", "which", "comm")
-# the live hostname, free_port and which are kernel calls that cannot hang, and a thread costs
-# more than the call (hundreds of microseconds on a busy machine): the live bundle bounds the rest
+# the live hostname, free_port and which are kernel calls that cannot hang: the live bundle bounds the rest
 LIVE = ("read_text", "comm")
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import _socket  # the C module: `socket` costs ~2 ms of import for two calls
 import os
+import socket
+import stat
 from typing import Any
 
 from probes import Comm, Probes, XlaRuntime
@@ -14,7 +15,7 @@ __all__ = ["PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla
 
 def hostname() -> str:
     try:
-        return _socket.gethostname()
+        return socket.gethostname()
     except OSError as exc:  # pragma: no cover - the kernel always has a name
         raise ProbeFailed("hostname", str(exc)) from exc
 
@@ -22,13 +23,10 @@ def hostname() -> str:
 def free_port() -> int:
     """A TCP port free on loopback at this moment (the kernel picks it)."""
     try:
-        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port: int = sock.getsockname()[1]
             return port
-        finally:
-            sock.close()
     except OSError as exc:
         raise ProbeFailed("free_port", f"could not bind a loopback port: {exc}") from exc
 
@@ -38,8 +36,6 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # a rankfile of a million hosts is ~20 MB
 
 def read_text(path: str) -> str:
     """A regular file's text, at most MAX_FILE_BYTES: not a FIFO or device that never ends."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait
         with open(fd, "rb") as handle:
@@ -55,31 +51,10 @@ def read_text(path: str) -> str:
 
 
 def which(name: str) -> str | None:
-    """`shutil.which(name)` on POSIX, in a third of its time: the default source asks it on every
-    resolve (for Lightning's srun warning), and shutil's three checks per PATH entry cost ~25 us.
+    """The path of the command `name` on PATH, as `shutil.which` finds it; None if there is none."""
+    import shutil
 
-    One `os.access(X_OK)` per entry answers for a missing file too (False, no exception); only a hit
-    is checked for being a directory. Same search: PATH split on os.pathsep, repeated entries
-    skipped, an empty entry meaning the current directory; a name with a directory part, an unset
-    PATH and non-POSIX systems go to shutil.which itself.
-    """
-    path = os.environ.get("PATH")
-    if path is None or os.name != "posix" or os.sep in name or not name:
-        import shutil
-
-        return shutil.which(name)
-    if not path:
-        return None  # as shutil: PATH='' finds nothing, PATH=':' looks in the current directory
-    seen = set()
-    for folder in path.split(os.pathsep):
-        if folder in seen:
-            continue
-        seen.add(folder)
-        # os.path.join(folder, name), spelled out: `name` has no separator, so this is what it returns
-        candidate = f"{folder}/{name}" if folder and folder[-1] != "/" else folder + name
-        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
-            return candidate
-    return None
+    return shutil.which(name)
 
 
 def comm() -> Comm:

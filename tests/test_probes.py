@@ -6,8 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import probes
 import resolver
@@ -23,61 +21,6 @@ def test_live_probes_answer() -> None:
     assert 1 <= p.free_port() <= 65535
     assert p.which("sh") is not None
     assert p.which("no-such-command-here") is None
-
-
-@pytest.fixture(scope="module")
-def command_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Folders holding `tool` in every shape: executable, not executable, a folder, links, none."""
-    root = tmp_path_factory.mktemp("which")
-    shapes: dict[str, str] = {}
-    for kind in ("exec", "plain", "folder", "link", "broken", "empty", "execdir"):
-        folder = root / kind
-        folder.mkdir()
-        shapes[kind] = str(folder)
-    (root / "exec" / "tool").write_text("#!/bin/sh\n")
-    (root / "exec" / "tool").chmod(0o755)
-    (root / "plain" / "tool").write_text("data\n")
-    (root / "plain" / "tool").chmod(0o644)
-    (root / "folder" / "tool").mkdir()
-    (root / "link" / "tool").symlink_to(root / "exec" / "tool")
-    (root / "broken" / "tool").symlink_to(root / "nowhere")
-    (root / "execdir" / "tool").mkdir(mode=0o755)
-    shapes["missing"] = str(root / "missing")
-    shapes["file"] = str(root / "exec" / "tool")  # a PATH entry that is a file, not a folder
-    return shapes
-
-
-@given(
-    st.lists(
-        st.sampled_from(["exec", "plain", "folder", "link", "broken", "empty", "execdir", "missing", "file", ""])
-        | st.sampled_from(["exec", "link"]).map(lambda k: k + "/"),
-        max_size=6,
-    ),
-    st.sampled_from(["tool", "sh", "no-such-tool", "", "./tool", "exec/tool"]),
-)
-def test_live_which_answers_what_shutil_which_does(command_dirs: dict[str, str], kinds: list[str], name: str) -> None:
-    import shutil
-
-    # an empty entry is the current directory; a trailing "/" must not double the separator
-    entries = [command_dirs[k.rstrip("/")] + ("/" if k.endswith("/") else "") if k else "" for k in kinds]
-    before, cwd = os.environ.get("PATH"), os.getcwd()
-    try:
-        os.environ["PATH"] = os.pathsep.join(entries)
-        os.chdir(str(Path(command_dirs["exec"]).parent))  # "./tool" and "exec/tool" resolve from here
-        assert live.which(name) == shutil.which(name)
-    finally:
-        os.chdir(cwd)
-        if before is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = before
-
-
-def test_live_which_with_path_unset_uses_the_system_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
-
-    monkeypatch.delenv("PATH")
-    assert live.which("sh") == shutil.which("sh") is not None
 
 
 def test_read_text_refuses_what_never_ends(tmp_path: Path) -> None:
@@ -169,9 +112,7 @@ def test_resolve_uses_bounded_live_probes() -> None:
 # -- probes.system(timeout=...) and the polled collectives ------------------------------------------
 
 
-def test_system_with_a_timeout_is_one_bundle_per_timeout() -> None:
-    assert probes.system(timeout=120) is probes.system(timeout=120.0)  # built once: resolve calls it each time
-    assert probes.system(timeout=5) is not probes.system(timeout=120)
+def test_system_refuses_a_timeout_that_is_not_seconds() -> None:
     with pytest.raises(TypeError, match=r"timeout must be a number of seconds or None, not \[1\]"):
         probes.system(timeout=[1])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not True"):
@@ -180,28 +121,8 @@ def test_system_with_a_timeout_is_one_bundle_per_timeout() -> None:
         probes.system(timeout=0)
 
 
-@given(st.one_of(st.text(), st.binary(), st.integers(), st.none(), st.tuples(st.text(), st.integers())))
-def test_nonblocking_encoding_round_trips(obj: object) -> None:
-    assert nonblocking.decode(nonblocking.encode(obj)) == obj
-
-
-def test_nonblocking_sends_a_str_as_its_utf8() -> None:
-    assert nonblocking.encode("node01") == b"snode01"  # a hostname costs its length plus one byte
-    assert nonblocking.decode(memoryview(b"s\xed\xb3\xbf")) == "\udcff"  # surrogates from os.environ survive
-    with pytest.raises(ValueError, match="not an encoded object"):
-        nonblocking.decode(b"\x00garbage")
-
-
-@given(st.integers(min_value=1, max_value=2**40))
-def test_allgather_slots_bound_the_receive_buffer(size: int) -> None:
-    width = nonblocking.slot(size)
-    assert width % 4 == 0
-    assert nonblocking.MIN_SLOT <= width <= nonblocking.MAX_SLOT
-    assert width * size <= nonblocking.ALLGATHER_BUDGET or width == nonblocking.MIN_SLOT
-
-
 class Request:
-    """A nonblocking operation that completes after `polls` calls of Test(), or never (None)."""
+    """A nonblocking barrier that completes after `polls` calls of Test(), or never (None)."""
 
     def __init__(self, polls: int | None) -> None:
         self.polls = polls
@@ -212,21 +133,28 @@ class Request:
         return self.polls is not None and self.tests > self.polls
 
 
-def test_polling_returns_when_the_operation_completes() -> None:
-    request = Request(polls=50)
-    nonblocking._wait(request, time.monotonic() + 30, 30, "comm.bcast", ())
-    assert request.tests == 51
+class BarrierComm:
+    """Just enough of an mpi4py communicator for `nonblocking.barrier`."""
+
+    def __init__(self, polls: int | None) -> None:
+        self.request = Request(polls)
+
+    def Ibarrier(self) -> Request:  # noqa: N802 - mpi4py's name
+        return self.request
 
 
-def test_polling_gives_up_at_the_deadline_and_keeps_the_buffers_alive() -> None:
-    buffer = bytearray(8)
+def test_polling_returns_when_every_rank_reached_the_barrier() -> None:
+    comm = BarrierComm(polls=50)
+    nonblocking.barrier(comm, 30, "comm.bcast")
+    assert comm.request.tests == 51
+
+
+def test_polling_gives_up_at_the_deadline() -> None:
     start = time.monotonic()
     with pytest.raises(ProbeFailed, match=r"probe 'comm\.allgather' failed: no answer within 0\.2 s"):
-        nonblocking._wait(Request(polls=None), start + 0.2, 0.2, "comm.allgather", (buffer,))
+        nonblocking.barrier(BarrierComm(polls=None), 0.2, "comm.allgather")
     elapsed = time.monotonic() - start
     assert 0.2 <= elapsed < 2
-    assert nonblocking.ABANDONED[-1][1] is buffer  # MPI may still write into it
-    nonblocking.ABANDONED.pop()
 
 
 def test_a_fake_comm_is_not_polled() -> None:

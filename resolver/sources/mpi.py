@@ -31,7 +31,9 @@ SLURM launch: SLURM, earlier in the detection order, wins over them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from resolver import environ as env
 from resolver.environ import ADDRESS_RE
@@ -47,11 +49,9 @@ __all__ = ["LAUNCHERS", "Launcher", "Mpi", "launcher", "started_by_mpirun"]
 NAME = "mpi"
 
 
-class Launcher(NamedTuple):
-    """The variables one MPI launcher writes for each rank; None where it writes nothing.
-
-    A NamedTuple, not an attrs class: six of them are built on every `import resolver`.
-    """
+@attrs.frozen(kw_only=True)
+class Launcher:
+    """The variables one MPI launcher writes for each rank; None where it writes nothing."""
 
     name: str
     marker: str  # its presence means this launcher started the process
@@ -63,23 +63,15 @@ class Launcher(NamedTuple):
     job_id: str | None = None
     mpirun_only: bool = False  # written only by the MPI launcher itself, never by srun --mpi=...
 
-    @property
-    def names(self) -> tuple[str, ...]:
+    def variables(self) -> tuple[str, ...]:
         """Its variables, in the order rank, size, local rank, local size, node rank, job id."""
         names = (self.rank, self.size, self.local_rank, self.local_size, self.node_rank, self.job_id)
         return tuple(dict.fromkeys(n for n in names if n is not None))
 
-    @property
-    def one_node(self) -> str:
-        return f"({self.local_size} == {self.size}: one node)"
-
-    def variables(self) -> tuple[str, ...]:
-        return self.names
-
 
 LAUNCHERS: tuple[Launcher, ...] = (
     Launcher(
-        "Open MPI mpirun",
+        name="Open MPI mpirun",
         marker="OMPI_COMM_WORLD_SIZE",
         rank="OMPI_COMM_WORLD_RANK",
         size="OMPI_COMM_WORLD_SIZE",
@@ -89,7 +81,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         mpirun_only=True,
     ),
     Launcher(
-        "MVAPICH2",
+        name="MVAPICH2",
         marker="MV2_COMM_WORLD_SIZE",
         rank="MV2_COMM_WORLD_RANK",
         size="MV2_COMM_WORLD_SIZE",
@@ -98,7 +90,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         mpirun_only=True,
     ),
     Launcher(
-        "Hydra (MPICH, Intel MPI mpiexec)",
+        name="Hydra (MPICH, Intel MPI mpiexec)",
         marker="MPI_LOCALNRANKS",
         rank="PMI_RANK",
         size="PMI_SIZE",
@@ -107,7 +99,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         mpirun_only=True,
     ),
     Launcher(
-        "Cray PALS",
+        name="Cray PALS",
         marker="PALS_RANKID",
         rank="PALS_RANKID",
         size="PMI_SIZE",
@@ -117,7 +109,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         job_id="PALS_APID",
     ),
     Launcher(
-        "PMI",
+        name="PMI",
         marker="PMI_SIZE",
         rank="PMI_RANK",
         size="PMI_SIZE",
@@ -125,7 +117,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         local_size="PMI_LOCAL_SIZE",
         job_id="PMI_JOBID",
     ),
-    Launcher("PMIx", marker="PMIX_RANK", rank="PMIX_RANK", size=None, job_id="PMIX_NAMESPACE"),
+    Launcher(name="PMIx", marker="PMIX_RANK", rank="PMIX_RANK", size=None, job_id="PMIX_NAMESPACE"),
 )
 
 RULE = (
@@ -146,37 +138,21 @@ LIBMPI_HINT = (
 )
 
 NOT_FOUND = f"none of {', '.join(c.marker for c in LAUNCHERS)} is set (never asks mpi4py); rule: {RULE}"
-_NOT_FOUND = Detection(False, NOT_FOUND, ())
 
-# What travels in the one collective: each rank's hostname (a plain str, as in a bare allgather of
-# the hostnames), and from rank 0 (hostname, main address, main port, error). A rank whose probe
-# failed sends that tuple too, with the error, so that every rank fails the same way.
-_Payload = tuple[str | None, str | None, int | None, str | None]
+# What every rank sends in the one collective: (hostname, main address, main port, error). Rank 0
+# fills in its main endpoint; a rank whose probe failed sends its error instead, so that every rank
+# learns of it from the same collective and fails the same way.
+_Answer = tuple[str | None, str | None, int | None, str | None]
 
-
-class _Plan(NamedTuple):
-    """What detect and resolve need of one launcher beyond its fields, computed once per launcher."""
-
-    launcher: Launcher
-    names: tuple[str, ...]  # Launcher.names
-    one_node: tuple[str, str, str]  # the origins of node_rank, num_nodes and local_rank on one node
-
-
-def _make_plan(found: Launcher) -> _Plan:
-    one_node = found.one_node
-    origins = ("formula:0 " + one_node, "formula:1 " + one_node, "formula:global rank " + one_node)
-    return _Plan(found, found.names, origins)
-
-
-# For speed: detect and resolve run on every resolve, and `Launcher.names`/`one_node` build their
-# values on each access. Keyed by marker (a str hashes faster than a Launcher); a launcher that is
-# not one of these objects gets its plan made when asked.
-_PLANS: dict[str, _Plan] = {found.marker: _make_plan(found) for found in LAUNCHERS}
-
-
-def _plan(found: Launcher) -> _Plan:
-    plan = _PLANS.get(found.marker)
-    return plan if plan is not None and plan.launcher is found else _make_plan(found)
+# The fields the comm supplies when the environment lacks them, in the order error messages name them.
+_FROM_THE_COMM = {
+    "global_rank": "the global rank",
+    "world_size": "the world size",
+    "node_rank": "the node rank",
+    "local_rank": "the local rank",
+    "main_address": "the main address (MASTER_ADDR)",
+    "main_port": "the main port (MASTER_PORT)",
+}
 
 
 def launcher(environ: Mapping[str, str]) -> Launcher | None:
@@ -213,8 +189,8 @@ class Mpi:
     def detect(self, environ: Mapping[str, str]) -> Detection:
         found = launcher(environ)
         if found is None:
-            return _NOT_FOUND  # preallocated for speed: the answer of most non-MPI resolves
-        variables = env.present(environ, *_plan(found).names)
+            return Detection(False, NOT_FOUND, ())
+        variables = env.present(environ, *found.variables())
         if found.size is None:
             return Detection(
                 True, f"{found.marker} is set ({found.name}); the comm gives the world size; rule: {RULE}", variables
@@ -232,112 +208,67 @@ class Mpi:
 class _Resolution:
     """One rank's resolution: the environment's values first, then at most one collective."""
 
-    __slots__ = (
-        "address",
-        "b",
-        "environ",
-        "error",
-        "found",
-        "local_rank",
-        "local_size",
-        "node",
-        "port",
-        "probes",
-        "rank",
-        "size",
-    )
-
     def __init__(self, environ: Mapping[str, str], probes: Probes) -> None:
         self.environ = environ
         self.probes = probes
         self.found = launcher(environ)
         self.b = Builder(NAME, environ)
         self.error: TopologyError | None = None  # this rank's probe failure, raised after the collective
-        # what the environment gave; None is what the comm must supply (set by `run`)
-        self.rank: int | None = None
-        self.size: int | None = None
-        self.local_rank: int | None = None
-        self.local_size: int | None = None
-        self.node: int | None = None
-        self.address: str | None = None
-        self.port: int | None = None
 
     def optional(self, field: str, variable: str | None, minimum: int = 0) -> int | None:
         return None if variable is None else self.b.optional_int(field, variable, minimum=minimum)
 
     def run(self) -> Topology:
-        # locals on the way, stored on self once: this runs on every MPI resolve
         environ, found, b = self.environ, self.found, self.b
-        rank = size = local_rank = local_size = node = address = port = None
         b.set("creates_processes_externally", True, "source:mpi the launcher starts every rank")
         if found is not None:
-            rank = b.env("global_rank", env.integer(environ, found.rank, source=NAME), found.rank)
+            b.env("global_rank", env.integer(environ, found.rank, source=NAME), found.rank)
             if found.size is not None:
-                size = b.env("world_size", env.integer(environ, found.size, minimum=1, source=NAME), found.size)
-            local_rank = self.optional("local_rank", found.local_rank)
-            local_size = self.optional("local_world_size", found.local_size, minimum=1)
-            node = self.optional("node_rank", found.node_rank)
+                b.env("world_size", env.integer(environ, found.size, minimum=1, source=NAME), found.size)
+            self.optional("local_rank", found.local_rank)
+            self.optional("local_world_size", found.local_size, minimum=1)
+            self.optional("node_rank", found.node_rank)
             if found.job_id is not None and found.job_id in environ:
+                # the launcher's job: the lead wires a scheduler's job id (SLURM, Grid Engine) over it
                 b.env("job_id", env.text(environ, found.job_id), found.job_id)
-            if node is None and size is not None and local_size == size:
+            values = b.values
+            if "node_rank" not in values and values.get("local_world_size", 0) == values.get("world_size"):
                 # every rank is on this node: no hostnames needed, and the local rank is the global one
-                node_origin, nodes_origin, local_origin = _plan(found).one_node
-                node = b.set("node_rank", 0, node_origin)
-                b.set("num_nodes", 1, nodes_origin)
-                if local_rank is None:
-                    local_rank = b.set("local_rank", rank, local_origin)
-        address = b.optional_address("MASTER_ADDR")
-        port = b.optional_port("MASTER_PORT")
-        self.rank, self.size, self.local_rank, self.local_size = rank, size, local_rank, local_size
-        self.node, self.address, self.port = node, address, port
+                one_node = f"({found.local_size} == {found.size}: one node)"
+                b.set("node_rank", 0, f"formula:0 {one_node}")
+                b.set("num_nodes", 1, f"formula:1 {one_node}")
+                if "local_rank" not in values:
+                    b.set("local_rank", values["global_rank"], f"formula:global rank {one_node}")
+        b.optional_address("MASTER_ADDR")
+        b.optional_port("MASTER_PORT")
 
-        if rank is None or size is None or node is None or local_rank is None or address is None or port is None:
-            self.precheck()  # a bad variable is named before MPI is initialised for the rest
+        if any(field not in b.values for field in _FROM_THE_COMM):
+            self.check_before_the_comm()
             comm, rank, size = self.comm()
-            if local_rank is None or node is None:
-                self.gather(comm, rank, size)
-            else:
+            if "local_rank" in b.values and "node_rank" in b.values:
                 self.broadcast(comm, rank)
+            else:
+                self.gather(comm, rank, size)
         return b.build()
 
-    def precheck(self) -> None:
-        """The environment's values checked against each other before the comm is asked for the rest.
-
-        The comparisons are cheap; only when one fails is a record built (with neutral stand-ins for
-        the missing fields), so that the error names the variable exactly as `Builder.build` does.
-        """
-        rank, size, local_rank, local_size = self.rank, self.size, self.local_rank, self.local_size
-        if (
-            (rank is not None and size is not None and rank >= size)
-            or (local_rank is not None and local_size is not None and local_rank >= local_size)
-            or (local_size is not None and size is not None and local_size > size)
-        ):
-            values = dict(self.b.values)
-            values.setdefault("global_rank", 0)
-            values.setdefault("world_size", max(values["global_rank"] + 1, values.get("local_world_size") or 1))
-            values.setdefault("local_rank", 0)
-            values.setdefault("node_rank", 0)
-            trial = Builder(NAME, self.environ)
-            trial.values, trial.provenance = values, dict(self.b.provenance)
-            trial.build()
+    def check_before_the_comm(self) -> None:
+        """Build a record with stand-ins for what the comm will give, so that a bad variable is named
+        (as `Builder.build` names it) before MPI is initialised for the rest."""
+        values = {"global_rank": 0, "local_rank": 0, "node_rank": 0, **self.b.values}
+        values.setdefault("world_size", max(values["global_rank"] + 1, values.get("local_world_size") or 1))
+        trial = Builder(NAME, self.environ)
+        trial.values, trial.provenance = values, dict(self.b.provenance)
+        trial.build()
 
     # -- the comm ------------------------------------------------------------------------------
 
     def needs(self) -> str:
         """What the environment lacked, for error messages."""
-        missing = (
-            ("the global rank", self.rank),
-            ("the world size", self.size),
-            ("the node rank", self.node),
-            ("the local rank", self.local_rank),
-            ("the main address (MASTER_ADDR)", self.address),
-            ("the main port (MASTER_PORT)", self.port),
-        )
-        return ", ".join(what for what, value in missing if value is None)
+        return ", ".join(what for field, what in _FROM_THE_COMM.items() if field not in self.b.values)
 
     def comm(self) -> tuple[Comm, int, int]:
         """COMM_WORLD, checked against the launcher's rank and size before any collective."""
-        found, rank, size = self.found, self.rank, self.size
+        found, b = self.found, self.b
         try:
             comm = self.probes.comm()
             got_size, got_rank = comm.Get_size(), comm.Get_rank()
@@ -348,102 +279,95 @@ class _Resolution:
             raise ProbeFailed("comm", f"{exc!r} (the comm was needed for {self.needs()})") from exc
         if not (isinstance(got_size, int) and isinstance(got_rank, int) and 0 <= got_rank < got_size):
             raise ProbeFailed("comm", f"Get_rank()={got_rank!r}, Get_size()={got_size!r}: expected 0 <= rank < size")
+        rank, size = b.values.get("global_rank"), b.values.get("world_size")
         if found is not None and (got_rank != rank or (size is not None and got_size != size)):
             told = f"{found.rank}={rank}" + (f" and {found.size}={size}" if found.size is not None else "")
             raise ProbeFailed(
                 "comm", f"COMM_WORLD says rank {got_rank} of {got_size}, but the launcher set {told}: {MPICH_HINT}"
             )
         if rank is None:
-            rank = self.b.set("global_rank", got_rank, "probe:comm.Get_rank")
+            b.set("global_rank", got_rank, "probe:comm.Get_rank")
         if size is None:
-            size = self.b.set("world_size", got_size, "probe:comm.Get_size")
-        return comm, rank, size
+            b.set("world_size", got_size, "probe:comm.Get_size")
+        return comm, got_rank, got_size
 
-    def endpoint(self, *, with_host: bool) -> _Payload:
-        """Rank 0's contribution: its hostname and its main endpoint, or the error that prevented them."""
-        address, port, host = self.address, self.port, None
+    def answer(self, rank: int, *, with_host: bool) -> _Answer:
+        """This rank's contribution: its hostname (when asked), rank 0's main endpoint, or the error."""
+        b, probes = self.b, self.probes
         try:
-            if with_host or address is None:
-                host = self.probes.hostname()
-            if address is None:
-                address = self.b.set("main_address", host, "probe:hostname")
-            if port is None:
-                port = self.b.set("main_port", self.probes.free_port(), "probe:free_port")
+            host = probes.hostname() if with_host or (rank == 0 and "main_address" not in b.values) else None
+            if rank != 0:
+                return (host, None, None, None)
+            if "main_address" not in b.values:
+                b.set("main_address", host, "probe:hostname")
+            if "main_port" not in b.values:
+                b.set("main_port", probes.free_port(), "probe:free_port")
         except TopologyError as exc:
             self.error = exc
             return (None, None, None, str(exc))
-        return (host, address, port, None)
+        return (host, b.values["main_address"], b.values["main_port"], None)
 
-    def hostname(self) -> str | _Payload:
-        try:
-            return self.probes.hostname()
-        except TopologyError as exc:
-            self.error = exc
-            return (None, None, None, str(exc))
-
-    def failed(self, rank: int, payloads: list[_Payload]) -> None:
+    def fail_alike(self, rank: int, answers: list[_Answer]) -> None:
         """Raise on every rank alike when some rank's probe failed before the collective."""
-        for other, payload in enumerate(payloads):
-            if payload[3] is not None:
+        for other, answer in enumerate(answers):
+            if answer[3] is not None:
                 if other == rank and self.error is not None:
                     raise self.error
-                raise ProbeFailed("comm", f"rank {other} could not answer: {payload[3]}")
+                raise ProbeFailed("comm", f"rank {other} could not answer: {answer[3]}")
 
     def gather(self, comm: Comm, rank: int, size: int) -> None:
         """One allgather of every rank's hostname (rank 0's with its endpoint): node and local ranks, main endpoint."""
         b = self.b
-        mine = self.endpoint(with_host=True) if rank == 0 else self.hostname()
+        mine = self.answer(rank, with_host=True)
         try:
             gathered: Any = comm.allgather(mine)
         except ProbeFailed:  # a deadline (probes.bounded) or a fake's own complaint: it names the probe
             raise
         except Exception as exc:
             raise ProbeFailed("comm", f"allgather of the hostnames failed: {exc!r}") from exc
-        if not isinstance(gathered, list) or len(gathered) != size:
+        if not (isinstance(gathered, list) and len(gathered) == size and all(map(_is_answer, gathered))):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
-        payloads = [(p, None, None, None) if isinstance(p, str) else p for p in gathered]
-        if not all(_payload(p) for p in payloads):
-            raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
-        self.failed(rank, payloads)
-        hosts: list[str] = [p[0] for p in payloads]
+        self.fail_alike(rank, gathered)
+        hosts = [answer[0] for answer in gathered]
         if not all(isinstance(h, str) for h in hosts):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: a rank sent no hostname")
-        self.main_from_rank0(payloads[0], rank, "allgather")
+        self.main_from_rank0(gathered[0], rank, "allgather")
         here = hosts[rank]
         on_host = [r for r, h in enumerate(hosts) if h == here]
         origin = "probe:comm.allgather of hostnames"
-        if self.node is None:
+        if "node_rank" not in b.values:
             distinct = sorted(set(hosts))
             b.set("node_rank", distinct.index(here), f"{origin}: index of this host among {len(distinct)} sorted")
             b.set("num_nodes", len(distinct), f"{origin}: distinct hosts")
-        if self.local_rank is None:
+        if "local_rank" not in b.values:
             b.set("local_rank", on_host.index(rank), f"{origin}: earlier ranks on this host")
-            if self.local_size is None:
+            if "local_world_size" not in b.values:
                 b.set("local_world_size", len(on_host), f"{origin}: ranks on this host")
-        if self.local_size is not None and self.local_size != len(on_host):
+        local_size = b.values.get("local_world_size")
+        if local_size is not None and local_size != len(on_host):
             variable = b.provenance["local_world_size"].removeprefix("env:")
             b.warn(
-                f"{variable}={self.local_size} but {len(on_host)} ranks have host name {here!r}: the launcher "
+                f"{variable}={local_size} but {len(on_host)} ranks have host name {here!r}: the launcher "
                 "and the host names disagree about what a node is; node_rank follows the host names"
             )
 
     def broadcast(self, comm: Comm, rank: int) -> None:
         """One bcast of rank 0's main endpoint, when nothing else is missing."""
-        mine = self.endpoint(with_host=False) if rank == 0 else None
+        mine = self.answer(rank, with_host=False) if rank == 0 else None
         try:
             theirs: Any = comm.bcast(mine, root=0)
         except ProbeFailed:  # a deadline (probes.bounded) or a fake's own complaint: it names the probe
             raise
         except Exception as exc:
             raise ProbeFailed("comm", f"bcast of the main address and port failed: {exc!r}") from exc
-        if not _payload(theirs):
+        if not _is_answer(theirs):
             raise ProbeFailed("comm", f"bcast returned {theirs!r}: expected rank 0's (hostname, address, port)")
-        self.failed(rank, [theirs])
+        self.fail_alike(rank, [theirs])
         self.main_from_rank0(theirs, rank, "bcast")
 
-    def main_from_rank0(self, payload: _Payload, rank: int, how: str) -> None:
+    def main_from_rank0(self, answer: _Answer, rank: int, how: str) -> None:
         """This rank's main endpoint: its own MASTER_ADDR/MASTER_PORT when set, else rank 0's."""
-        _, address0, port0, _ = payload
+        _, address0, port0, _ = answer
         if address0 is None or not ADDRESS_RE.fullmatch(address0):
             raise ProbeFailed(
                 "hostname",
@@ -455,17 +379,18 @@ class _Resolution:
         if rank == 0:
             return  # its own values are already set, with their provenance
         b = self.b
-        if self.address is None:
+        address, port = b.values.get("main_address"), b.values.get("main_port")
+        if address is None:
             b.set("main_address", address0, f"probe:comm.{how}: rank 0's MASTER_ADDR or hostname")
-        elif self.address != address0:
-            b.warn(f"MASTER_ADDR={self.address} here but rank 0 uses {address0}: the ranks will not meet")
-        if self.port is None:
+        elif address != address0:
+            b.warn(f"MASTER_ADDR={address} here but rank 0 uses {address0}: the ranks will not meet")
+        if port is None:
             b.set("main_port", port0, f"probe:comm.{how}: rank 0's MASTER_PORT or free port")
-        elif self.port != port0:
-            b.warn(f"MASTER_PORT={self.port} here but rank 0 uses {port0}: the ranks will not meet")
+        elif port != port0:
+            b.warn(f"MASTER_PORT={port} here but rank 0 uses {port0}: the ranks will not meet")
 
 
-def _payload(value: object) -> bool:
+def _is_answer(value: object) -> bool:
     return (
         isinstance(value, (tuple, list))
         and len(value) == 4
