@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from resolver import __version__
 from resolver._apply import variables
 from resolver._detect import explain, resolve
 from resolver._validate import validate
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"cluster-topology {__version__}")
     p.add_argument("--format", choices=("text", "json", "env"), default="text", help="output format (default text)")
     p.add_argument("--source", metavar="NAME", help="force a source (torchelastic, slurm, kubeflow, ...)")
     p.add_argument("--explain", action="store_true", help="show each candidate source and why one was chosen")

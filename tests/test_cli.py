@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolver import Topology
+from resolver import Topology, __version__
 from resolver.__main__ import main, render_env
 from tests.conftest import CAPTURES
 
@@ -159,3 +159,9 @@ def test_env_format_from_the_command_line() -> None:
     out = run("--format", "env", "--env-file", str(CAPTURE))
     env = bash_env(f"eval {_shell_quote(out.stdout)}")
     assert (env["MASTER_ADDR"], env["RANK"], env["WORLD_SIZE"], env["NODE_RANK"]) == ("127.0.0.1", "3", "4", "1")
+
+
+def test_version_is_the_package_version() -> None:
+    out = run("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"cluster-topology {__version__}\n"
