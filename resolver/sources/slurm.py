@@ -12,6 +12,22 @@ Who is an srun task (Lightning's intent, with its misses fixed):
   on every rank alike (a per-rank comparison of values could split one job between sources).
   `srun --mpi=pmi2|pmix` writes only `PMI_*`/`PMIX_*` and stays SLURM.
 
+Task 0's node: under block, cyclic and plane distributions task 0 runs on the first node of the
+step's nodelist, which is the main address. Under `--distribution=arbitrary` (`SLURM_DISTRIBUTION`
+starts with `arbitrary`) srun places task i on line i of `SLURM_HOSTFILE`, and the nodelist stays
+sorted (measured on SLURM 22.05: hostfile `ci2 ci2 ci1 ci1` puts task 0 on ci2, `SLURM_NODEID=1`,
+with `SLURM_STEP_NODELIST=ci[1-2]`), so the main address is the first host of the hostfile, read
+through the `read_text` probe; if it cannot be read, the answer is an error, never the first node
+of the list (nobody would listen there). srun reads the file line by line, skipping blank lines
+and `#` comments; a line may hold several names separated by commas.
+
+Ports (`MASTER_PORT` wins): step 0, and a process outside any step, take Lightning's
+`15000 + last four digits of SLURM_JOB_ID`. Step s > 0 takes
+`15000 + (last four digits of SLURM_JOB_ID + 7919 * s) mod 10000`: the same on every task of the
+step, and, 7919 being prime to 10000, different for each of the first 10000 steps of a job, so two
+`srun --exact` steps running at once on one node do not both try to bind one port. The range stays
+Lightning's (15000-24999), below Linux's ephemeral ports.
+
 Step scope: inside an allocation each srun step has `SLURM_STEP_NODELIST`,
 `SLURM_STEP_NUM_TASKS`, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_STEP_NUM_NODES`; the job's
 variables describe the allocation, and steps inherit `SLURM_NTASKS_PER_NODE` even where it no
@@ -25,7 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
-from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable
+from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources.mpi import started_by_mpirun
 from resolver.topology import Topology
@@ -39,6 +55,8 @@ NAME = "slurm"
 INTERACTIVE_NAMES = ("bash", "interactive")
 DEFAULT_PORT = 12910
 PORT_SCHEMES = ("lightning", "step")
+STEP_STRIDE = 7919  # prime to 10000: steps 0..9999 of one job get distinct ports
+HOSTFILE = "SLURM_HOSTFILE"
 
 
 _TASKS_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")
@@ -82,6 +100,38 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return read_job_facts(environ, JOB_VARIABLES, restart="SLURM_RESTART_COUNT")
 
 
+def _arbitrary(environ: Mapping[str, str]) -> bool:
+    """Whether srun placed the tasks by `SLURM_HOSTFILE` (`--distribution=arbitrary`)."""
+    method = environ.get("SLURM_DISTRIBUTION", "")
+    return method.split(",", 1)[0].split(":", 1)[0] == "arbitrary"
+
+
+def _task0_host(environ: Mapping[str, str], probes: Probes) -> str:
+    """The first host of `SLURM_HOSTFILE`: task 0's node under `--distribution=arbitrary`."""
+    path = env.text(
+        environ, HOSTFILE, source=NAME, expected="the hostfile that --distribution=arbitrary places tasks by"
+    )
+    try:
+        content = probes.read_text(path)
+    except ProbeFailed as exc:
+        raise ProbeFailed(
+            "read_text",
+            f"{HOSTFILE}={path!r} cannot be read ({exc.reason}); under SLURM_DISTRIBUTION="
+            f"{environ['SLURM_DISTRIBUTION']} task 0 runs on its first host, which no other variable names: "
+            "make the file readable on every node or set MASTER_ADDR to task 0's host",
+        ) from None
+    for line in content.splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith("#"):
+            from resolver import hostlist
+
+            try:
+                return env.check_address(HOSTFILE, hostlist.first(entry))
+            except HostlistSyntaxError as exc:
+                raise exc.for_variable(HOSTFILE) from None
+    raise InvalidVariable(HOSTFILE, path, "a file whose first line names task 0's host (it has no host)")
+
+
 def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:
     """The step's variable when it is set, else the job's."""
     return step if step in environ else job
@@ -90,9 +140,10 @@ def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:
 class Slurm:
     """Lightning's SLURMEnvironment semantics, as a pure function, in step scope.
 
-    `port_scheme="lightning"` (default): `15000 + int(last four digits of SLURM_JOB_ID)`.
+    `port_scheme="lightning"` (default): `15000 + last four digits of SLURM_JOB_ID` for step 0,
+    offset by `7919 * SLURM_STEP_ID` (mod 10000) for later steps (see the module docstring).
     `port_scheme="step"`: `10000 + (SLURM_JOB_ID * 8191 + SLURM_STEP_ID) mod 50000`, deterministic
-    for every task of a step, and different for the concurrent steps of one job and for array
+    for every task of a step, and different for the concurrent steps of one job and also for array
     tasks whose last four digits collide. `MASTER_PORT` wins over either.
     """
 
@@ -198,7 +249,10 @@ class Slurm:
                 b.set("local_world_size", here, f"formula:entry {node} (SLURM_NODEID) of {per_node_var}")
 
         if b.optional_address("MASTER_ADDR") is None:
-            b.set("main_address", env.check_address(nodelist_var, head), f"formula:first host of {nodelist_var}")
+            if _arbitrary(environ):
+                b.set("main_address", _task0_host(environ, probes), f"probe:read_text({HOSTFILE}) first host")
+            else:
+                b.set("main_address", env.check_address(nodelist_var, head), f"formula:first host of {nodelist_var}")
         self._port(b, environ)
 
         b.set("creates_processes_externally", True, "source:slurm (srun starts every task)")
@@ -216,5 +270,11 @@ class Slurm:
             port = 10000 + (job * 8191 + step) % 50000
             b.set("main_port", port, "formula:10000 + (SLURM_JOB_ID * 8191 + SLURM_STEP_ID) % 50000")
         else:
-            port = 15000 + int(environ["SLURM_JOB_ID"][-4:])
-            b.set("main_port", port, "formula:15000 + last four digits of SLURM_JOB_ID")
+            last4 = int(environ["SLURM_JOB_ID"][-4:])
+            step = env.optional_integer(environ, "SLURM_STEP_ID") or 0
+            if step == 0:
+                b.set("main_port", 15000 + last4, "formula:15000 + last four digits of SLURM_JOB_ID")
+            else:
+                port = 15000 + (last4 + STEP_STRIDE * step) % 10000
+                origin = f"formula:15000 + (last four digits of SLURM_JOB_ID + {STEP_STRIDE} * SLURM_STEP_ID) % 10000"
+                b.set("main_port", port, origin)

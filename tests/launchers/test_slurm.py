@@ -231,3 +231,53 @@ def _wait(path: Path, timeout: float) -> str:
             return path.read_text()
         time.sleep(0.5)
     pytest.fail(f"{path} did not appear within {timeout} s")
+
+
+def test_arbitrary_distribution_puts_the_main_address_on_task_0_s_node(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """`--distribution=arbitrary`: task 0 on the hostfile's first host (ci2), though the nodelist says ci[1-2]."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("ci2\nci2\nci1\nci1\n")
+    res = slurm_cluster.run(
+        f"srun -l -N2 -n4 --distribution=arbitrary {REPORT}", env={**env(), "SLURM_HOSTFILE": str(hostfile)}
+    )
+    assert res.returncode == 0, res.stderr
+    rows = reports(slurm_cluster, res.stdout)
+    assert [rows[task]["node"] for task in range(4)] == ["ci2", "ci2", "ci1", "ci1"]  # SLURM's own placement
+    for task, row in rows.items():
+        t = row["topology"]
+        assert (t["source"], t["global_rank"], t["world_size"]) == ("slurm", task, 4)
+        assert t["node_rank"] == ["ci1", "ci2"].index(row["node"])  # SLURM_NODEID follows the sorted nodelist
+        assert t["main_address"] == rows[0]["node"] == "ci2"
+        assert t["provenance"]["main_address"] == "probe:read_text(SLURM_HOSTFILE) first host"
+    gloo = slurm_cluster.run(
+        f"srun -l -N2 -n4 --distribution=arbitrary {WORKER}", env={**env(), "SLURM_HOSTFILE": str(hostfile)}
+    )
+    assert gloo.returncode == 0, gloo.stderr
+    sums = {task: json.loads("".join(lines))["sum"] for task, lines in labelled(gloo.stdout).items()}
+    assert sums == dict.fromkeys(range(4), 10.0)
+
+
+def test_two_concurrent_steps_on_one_node_each_form_their_group(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """Two `srun --exact` steps at once on one node: distinct ports, so both gloo groups form."""
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"srun -l --exact -n2 {WORKER} > {tmp_path}/a.txt &\n"
+        f"srun -l --exact -n2 {WORKER} > {tmp_path}/b.txt &\n"
+        "wait\n"
+    )
+    res = slurm_cluster.run(
+        ["sbatch", "--wait", "-N1", "-n4", "-o", str(tmp_path / "out.txt"), str(script)], env=env(), timeout=300
+    )
+    assert res.returncode == 0, res.stderr + (tmp_path / "out.txt").read_text()
+    steps = []
+    for name in ("a", "b"):
+        rows = {t: json.loads("".join(lines)) for t, lines in labelled((tmp_path / f"{name}.txt").read_text()).items()}
+        assert [rows[t]["sum"] for t in sorted(rows)] == [3.0, 3.0], (tmp_path / "out.txt").read_text()
+        ports = {row["topology"]["main_port"] for row in rows.values()}
+        step_ids = {row["topology"]["step_id"] for row in rows.values()}
+        assert len(ports) == 1 and len(step_ids) == 1
+        steps.append((ports.pop(), step_ids.pop()))
+    (port_a, step_a), (port_b, step_b) = steps
+    assert {step_a, step_b} == {"0", "1"}
+    assert port_a != port_b

@@ -44,7 +44,9 @@ def test_every_real_srun_task(path: Path) -> None:
     assert t.local_rank == int(env["SLURM_LOCALID"])
     assert t.node_rank == int(env["SLURM_NODEID"])
     assert t.num_nodes == int(env["SLURM_STEP_NUM_NODES"])
-    assert t.main_port == 15000 + int(env["SLURM_JOB_ID"][-4:])
+    # step 0 keeps Lightning's port; later steps are offset by 7919 per step id (mod 10000)
+    step = int(env["SLURM_STEP_ID"])
+    assert t.main_port == 15000 + (int(env["SLURM_JOB_ID"][-4:]) + 7919 * step) % 10000
     assert t.creates_processes_externally
     assert (t.job_id, t.step_id) == (env["SLURM_JOB_ID"], env["SLURM_STEP_ID"])
     assert t.provenance["world_size"] == "env:SLURM_STEP_NUM_TASKS"
@@ -266,3 +268,75 @@ def test_huge_nodelist_is_cheap() -> None:
     }
     t = resolver.resolve(env, FAKE)
     assert (t.main_address, t.num_nodes, t.local_world_size) == ("n0000001", 1_000_000, 1)
+
+
+def test_concurrent_steps_of_one_job_get_distinct_ports_and_step_0_keeps_lightning_s() -> None:
+    base = read_capture(captures("slurm/b_sbatch_n2/step0-rank0.env")[0])
+    ports = {}
+    for step in range(200):
+        t = resolver.resolve({**base, "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": str(step)}, FAKE)
+        assert t.main_port is not None and 15000 <= t.main_port <= 24999
+        ports[step] = t.main_port
+    assert ports[0] == 15000 + 3456  # Lightning's formula
+    assert len(set(ports.values())) == 200
+    t = resolver.resolve({**base, "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "1"}, FAKE)
+    assert (
+        t.provenance["main_port"] == "formula:15000 + (last four digits of SLURM_JOB_ID + 7919 * SLURM_STEP_ID) % 10000"
+    )
+
+
+@given(st.integers(0, 10**12), st.integers(0, 9999), st.integers(0, 9999))
+def test_two_steps_of_a_job_never_share_a_port(job: int, a: int, b: int) -> None:
+    base = read_capture(captures("slurm/b_sbatch_n2/step0-rank0.env")[0])
+    pa, pb = (
+        resolver.resolve({**base, "SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str(step)}, FAKE).main_port
+        for step in (a, b)
+    )
+    assert (pa == pb) == (a == b)
+
+
+ARBITRARY = {
+    # srun -N2 -n4 --distribution=arbitrary with SLURM_HOSTFILE listing ci2 ci2 ci1 ci1 (SLURM 22.05, task 0)
+    "SLURM_NTASKS": "4",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_NODELIST": "ci[1-2]",
+    "SLURM_NODELIST": "ci[1-2]",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_DISTRIBUTION": "arbitrary",
+    "SLURM_HOSTFILE": "/tmp/hf",
+    "SLURM_JOB_ID": "41",
+    "SLURMD_NODENAME": "ci2",
+}
+
+
+@pytest.mark.parametrize("text", ["ci2\nci2\nci1\nci1\n", "\n# task 0 first\n  ci2  \nci1\n", "ci2,ci2\nci1,ci1\n"])
+def test_under_arbitrary_distribution_task_0_s_host_is_the_hostfile_s_first(text: str) -> None:
+    t = resolver.resolve(ARBITRARY, probes.fake(files={"/tmp/hf": text}))
+    assert (t.main_address, t.node_rank) == ("ci2", 1)
+    assert t.provenance["main_address"] == "probe:read_text(SLURM_HOSTFILE) first host"
+    # not arbitrary: the first node of the step, as always, and the file is not read
+    block = {**ARBITRARY, "SLURM_DISTRIBUTION": "block"}
+    assert resolver.resolve(block, probes.fake()).main_address == "ci1"
+    # MASTER_ADDR wins, and then nothing is read either
+    assert resolver.resolve({**ARBITRARY, "MASTER_ADDR": "ci9"}, probes.fake()).main_address == "ci9"
+
+
+def test_an_unreadable_or_empty_hostfile_is_an_error_not_the_first_node() -> None:
+    with pytest.raises(resolver.ProbeFailed) as failed:
+        resolver.resolve(ARBITRARY, probes.fake())
+    assert "SLURM_HOSTFILE='/tmp/hf' cannot be read" in str(failed.value)
+    assert "set MASTER_ADDR" in str(failed.value)
+    with pytest.raises(InvalidVariable) as empty:
+        resolver.resolve(ARBITRARY, probes.fake(files={"/tmp/hf": "\n# nothing\n"}))
+    assert empty.value.variable == "SLURM_HOSTFILE"
+    with pytest.raises(MissingVariable) as missing:
+        resolver.resolve({k: v for k, v in ARBITRARY.items() if k != "SLURM_HOSTFILE"}, probes.fake())
+    assert missing.value.variable == "SLURM_HOSTFILE"
+    with pytest.raises(InvalidVariable) as bad:
+        resolver.resolve(ARBITRARY, probes.fake(files={"/tmp/hf": "ci[2-\n"}))
+    assert bad.value.variable == "SLURM_HOSTFILE"
