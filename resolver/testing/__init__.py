@@ -31,7 +31,9 @@ adds:
    strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
 2. one line in `strategies.REGISTRY`, and its builders in the imports and `__all__` below.
 3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
-   can run, else against its documentation (say which in the module docstring).
+   exists (tests/testing/captured.py compares variable for variable), else against its
+   documentation (say which in the module docstring); and its builders in the SIGNATURES table of
+   tests/testing/test_init.py, which checks each takes exactly its launch class's keywords.
 """
 
 from __future__ import annotations

@@ -1,0 +1,110 @@
+"""resolver.testing's surface: typed builders, what it exports, what it imports, every capture checked."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import pytest
+
+from resolver import testing as rt
+from tests.conftest import CAPTURES
+from tests.testing import test_mpich, test_openmpi, test_slurm, test_torchrun
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_capture_is_checked_against_a_builder() -> None:
+    jobs = [*test_slurm.JOBS, *test_openmpi.JOBS, *test_mpich.JOBS, *test_torchrun.JOBS]
+    covered = {name for files, _ in jobs for name in files} | {name for name, _ in test_slurm.SINGLE}
+    present = {str(p.relative_to(CAPTURES)) for p in CAPTURES.glob("*/*/*.env")}
+    assert present == covered, f"captures without a builder check: {sorted(present - covered)}"
+
+
+# every builder -> its launch class and the keywords it adds (the process it describes)
+SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
+    (rt.slurm_job, rt.SlurmLaunch, set()),
+    (rt.slurm_env, rt.SlurmLaunch, {"procid"}),
+    (rt.slurm_batch_env, rt.SlurmLaunch, set()),
+    (rt.slurm_salloc_env, rt.SlurmLaunch, set()),
+    (rt.torchrun_job, rt.TorchrunLaunch, set()),
+    (rt.torchrun_env, rt.TorchrunLaunch, {"node_rank", "local_rank"}),
+    (rt.kubeflow_job, rt.KubeflowLaunch, set()),
+    (rt.kubeflow_env, rt.KubeflowLaunch, {"rank"}),
+    (rt.openmpi_job, rt.OpenMpiLaunch, set()),
+    (rt.openmpi_env, rt.OpenMpiLaunch, {"rank"}),
+    (rt.mpich_job, rt.MpichLaunch, set()),
+    (rt.mpich_env, rt.MpichLaunch, {"rank"}),
+    (rt.lsf_job, rt.LsfLaunch, set()),
+    (rt.lsf_env, rt.LsfLaunch, {"rank"}),
+]
+
+
+@pytest.mark.parametrize(("build", "launch", "added"), SIGNATURES, ids=[b.__name__ for b, _, _ in SIGNATURES])
+def test_a_builder_takes_exactly_its_launch_fields(build: Callable[..., object], launch: type, added: set[str]) -> None:
+    parameters = inspect.signature(build).parameters
+    assert set(parameters) == {field.name for field in attrs.fields(launch)} | added
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+    assert build.__module__ == launch.__module__ and build.__doc__
+
+
+def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
+    use = tmp_path / "use_builders.py"
+    use.write_text(
+        "from resolver.testing import lsf_env, slurm_env\n"
+        "slurm_env(procid=3, nodes=('ci1', 'ci2'), ntasks=4)\n"
+        "slurm_env(procid=3, node=('a', 'b'))\n"
+        "lsf_env(rank='4')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", str(use), "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2, errors
+    assert ':3: error: Unexpected keyword argument "node"' in errors[0]
+    assert ':4: error: Argument "rank" has incompatible type "str"; expected "int"' in errors[1]
+    with pytest.raises(TypeError, match="node"):
+        rt.slurm_env(procid=3, node=("a", "b"))  # type: ignore[call-arg]
+
+
+def test_every_builder_of_a_launcher_module_is_exported() -> None:
+    from resolver.testing import kubeflow, lsf, mpich, openmpi, slurm, torchrun
+
+    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf):
+        assert set(module.__all__) <= set(rt.__all__), module.__name__
+    assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
+    for name in rt.__all__:
+        assert hasattr(rt, name), name
+    assert tuple(launcher.name for launcher in rt.strategies.REGISTRY) == rt.LAUNCHERS
+    assert set(rt.NONDETERMINISTIC) == set(rt.LAUNCHERS)
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, cwd=ROOT
+    )
+    return done.stdout.strip()
+
+
+def test_import_resolver_does_not_import_the_testing_module() -> None:
+    assert run_python("import sys, resolver; print('resolver.testing' in sys.modules)") == "False"
+
+
+def test_the_builders_work_without_hypothesis() -> None:
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\n"  # importing hypothesis now fails
+        "import resolver.testing as rt\n"
+        "loaded = sys.modules['hypothesis'] is not None\n"
+        "print(len(rt.slurm_job(nodes=('a', 'b'), ntasks=3)), loaded)\n"
+        "try:\n    rt.jobs()\nexcept ImportError:\n    print('strategies need hypothesis')\n"
+    )
+    assert run_python(code).splitlines() == ["3 False", "strategies need hypothesis"]

@@ -1,0 +1,164 @@
+"""resolver.testing.slurm against the SLURM 22.05 captures; SLURM's placement rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from resolver import testing as rt
+from tests.conftest import CAPTURES, read_capture
+from tests.testing.captured import assert_reproduces, assert_reproduces_one, case_id, ranks
+
+S: dict[str, Any] = {"submit_host": "vm"}  # every capture was submitted from the machine `vm`
+ALLOC_B: dict[str, Any] = {"nodes": ("vm",), "ntasks": 2, "allocation": "sbatch", "job_id": 2, **S}
+ALLOC_C: dict[str, Any] = {"nodes": ("vm",), "ntasks": 2, "allocation": "salloc", **S}
+ARRAY: dict[str, Any] = {"nodes": ("vm",), "ntasks": 1, "allocation": "sbatch", "job_id": 5, "array": range(2), **S}
+ALLOC_F: dict[str, Any] = {"nodes": ("ci1", "ci2"), "ntasks": 2, "allocation": "salloc", "job_id": 12, **S}
+ALLOC_F3: dict[str, Any] = {"nodes": ("ci1", "ci2"), "ntasks": 3, "allocation": "sbatch", "job_id": 13, **S}
+ALLOC_G: dict[str, Any] = {
+    "nodes": ("ci1", "ci2"),
+    "ntasks": 4,
+    "tasks_per_node": 2,
+    "allocation": "sbatch",
+    "job_id": 14,
+    **S,
+}
+
+
+JOBS: list[tuple[tuple[str, ...], Callable[[], rt.Job]]] = [
+    (
+        ranks("slurm/a_srun_N1_n4/rank{}.env", 4),
+        lambda: rt.slurm_job(nodes=("vm",), ntasks=4, tasks_per_node=4, job_id=1, job_name="bash", **S),
+    ),
+    (ranks("slurm/b_sbatch_n2/step0-rank{}.env", 2), lambda: rt.slurm_job(**ALLOC_B)),
+    (ranks("slurm/b_sbatch_n2/step1-rank{}.env", 2), lambda: rt.slurm_job(step_id=1, **ALLOC_B)),
+    (ranks("slurm/c_salloc_n2/direct-rank{}.env", 2), lambda: rt.slurm_job(job_id=3, **ALLOC_C)),
+    (ranks("slurm/c_salloc_n2/viashell-rank{}.env", 2), lambda: rt.slurm_job(job_id=4, **ALLOC_C)),
+    (("slurm/d_array/step0-task0-rank0.env",), lambda: rt.slurm_job(array_task_id=0, **ARRAY)),
+    (("slurm/d_array/step0-task1-rank0.env",), lambda: rt.slurm_job(array_task_id=1, **ARRAY)),
+    (
+        ("slurm/e_jobname_bash/rank0.env",),
+        lambda: rt.slurm_job(nodes=("vm",), ntasks=1, job_id=7, job_name="bash", **S),
+    ),
+    (
+        ("slurm/e_jobname_interactive/rank0.env",),
+        lambda: rt.slurm_job(nodes=("vm",), ntasks=1, job_id=8, job_name="interactive", **S),
+    ),
+    (
+        ("slurm/e_jobname_default_srun_n1/rank0-srun-env.env",),
+        lambda: rt.slurm_job(nodes=("vm",), job_id=9, job_name="env", **S),
+    ),
+    (
+        ranks("slurm/f_2node_srun_N2_n4/rank{}.env", 4),
+        lambda: rt.slurm_job(nodes=("ci1", "ci2"), ntasks=4, job_id=10, job_name="bash", **S),
+    ),
+    (
+        ranks("slurm/f_2node_srun_N2_tpn2/rank{}.env", 4),
+        lambda: rt.slurm_job(nodes=("ci1", "ci2"), tasks_per_node=2, job_id=11, job_name="bash", **S),
+    ),
+    (ranks("slurm/f_2node_salloc_N2_n2/rank{}.env", 2), lambda: rt.slurm_job(**ALLOC_F)),
+    (ranks("slurm/f_2node_sbatch_N2_n3/step0-rank{}.env", 3), lambda: rt.slurm_job(**ALLOC_F3)),
+    (ranks("slurm/g_2node_sbatch_substeps/step0-rank{}.env", 4), lambda: rt.slurm_job(**ALLOC_G)),
+    (
+        ("slurm/g_2node_sbatch_substeps/step1-rank0.env",),
+        lambda: rt.slurm_job(step_id=1, step_nodes=("ci2",), step_ntasks=1, **ALLOC_G),
+    ),
+    (
+        ranks("slurm/g_2node_sbatch_substeps/step2-rank{}.env", 2),
+        lambda: rt.slurm_job(step_id=2, step_tasks_per_node=1, **ALLOC_G),
+    ),
+    (
+        ranks("slurm/h_4node_srun_N3_n9_noncontig/rank{}.env", 9),
+        lambda: rt.slurm_job(nodes=("ci1", "ci2", "ci4"), ntasks=9, job_id=15, job_name="bash", **S),
+    ),
+]
+# single processes that are not tasks: the batch script and the salloc shell
+SINGLE: list[tuple[str, Callable[[], dict[str, str]]]] = [
+    ("slurm/b_sbatch_n2/batch.env", lambda: rt.slurm_batch_env(**ALLOC_B)),
+    ("slurm/c_salloc_n2/salloc-shell.env", lambda: rt.slurm_salloc_env(job_id=4, **ALLOC_C)),
+    ("slurm/d_array/batch-task0.env", lambda: rt.slurm_batch_env(array_task_id=0, **ARRAY)),
+    ("slurm/d_array/batch-task1.env", lambda: rt.slurm_batch_env(array_task_id=1, **ARRAY)),
+    ("slurm/f_2node_salloc_N2_n2/salloc-shell.env", lambda: rt.slurm_salloc_env(**ALLOC_F)),
+    ("slurm/f_2node_sbatch_N2_n3/batch.env", lambda: rt.slurm_batch_env(**ALLOC_F3)),
+    ("slurm/g_2node_sbatch_substeps/batch.env", lambda: rt.slurm_batch_env(**ALLOC_G)),
+]
+
+
+@pytest.mark.parametrize(("files", "make"), JOBS, ids=[case_id(files) for files, _ in JOBS])
+def test_the_builder_reproduces_the_captures(files: tuple[str, ...], make: Callable[[], rt.Job]) -> None:
+    assert_reproduces(files, "slurm", make())
+
+
+@pytest.mark.parametrize(("name", "make"), SINGLE, ids=[name for name, _ in SINGLE])
+def test_the_non_task_builders_reproduce_the_captures(name: str, make: Callable[[], dict[str, str]]) -> None:
+    assert_reproduces_one(name, "slurm", make())
+
+
+# -- placement rules -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ntasks", "nodes", "options", "layout"),
+    [
+        (4, 2, {}, (3, 1)),  # f_2node_srun_N2_n4: not ceil(4/2) = 2,2
+        (9, 3, {}, (4, 4, 1)),  # h_4node_srun_N3_n9_noncontig
+        (3, 2, {}, (2, 1)),  # f_2node_sbatch_N2_n3
+        (4, 2, {"tasks_per_node": 2}, (2, 2)),  # f_2node_srun_N2_tpn2
+        (2, 2, {}, (1, 1)),  # f_2node_salloc_N2_n2
+        (4, 1, {}, (4,)),  # a_srun_N1_n4
+        (5, 3, {"capacity": [1, 4, 4]}, (1, 3, 1)),
+        (8, 2, {}, (4, 4)),
+    ],
+)
+def test_slurm_fills_nodes_in_order(ntasks: int, nodes: int, options: dict[str, Any], layout: tuple[int, ...]) -> None:
+    assert rt.slurm_tasks_per_node(ntasks, nodes, **options) == layout
+
+
+def test_slurm_layout_matches_every_capture() -> None:
+    for path in CAPTURES.glob("slurm/*/*.env"):
+        env = read_capture(path)
+        if "SLURM_STEP_TASKS_PER_NODE" in env and "SLURM_NTASKS_PER_NODE" not in env:
+            n, tasks = int(env["SLURM_STEP_NUM_NODES"]), int(env["SLURM_STEP_NUM_TASKS"])
+            counts = rt.slurm_tasks_per_node(tasks, n, capacity=4)
+            built = rt.slurm_env(nodes=tuple(f"n{i}" for i in range(n)), ntasks=tasks)["SLURM_STEP_TASKS_PER_NODE"]
+            assert built == env["SLURM_STEP_TASKS_PER_NODE"], (path, counts)
+
+
+@given(st.integers(1, 6), st.integers(1, 4), st.data())
+def test_slurm_layouts_hold_every_task_once(nodes: int, cpus: int, data: st.DataObject) -> None:
+    ntasks = data.draw(st.integers(nodes, nodes * cpus))
+    layout = rt.slurm_tasks_per_node(ntasks, nodes, capacity=cpus)
+    assert sum(layout) == ntasks and all(1 <= c <= cpus for c in layout)
+    assert list(layout) == sorted(layout, reverse=True)  # the first nodes fill first
+
+
+def test_builders_are_pure() -> None:
+    assert (
+        rt.slurm_job(nodes=("ci1", "ci2"), ntasks=3).environs == rt.slurm_job(nodes=("ci1", "ci2"), ntasks=3).environs
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: rt.slurm_env(nodes=("a", "b"), ntasks=1), "at least one task on each node"),
+        (lambda: rt.slurm_env(nodes=("a",), ntasks=5), "do not fit"),
+        (lambda: rt.slurm_env(nodes=("a", "a")), "each host once"),
+        (lambda: rt.slurm_env(nodes="ci1"), "sequence of host names"),
+        (lambda: rt.slurm_env(step_ntasks=2), "need allocation="),
+        (lambda: rt.slurm_env(allocation="sbatch", step_nodes=("x",)), "must be among"),
+        (lambda: rt.slurm_env(array=range(2), array_task_id=0), "needs allocation='sbatch'"),
+        (lambda: rt.slurm_env(allocation="sbatch", array=range(2), array_task_id=5), "must be in array"),
+        (lambda: rt.slurm_env(procid=4, ntasks=4), "tasks 0..3"),
+        (lambda: rt.slurm_batch_env(allocation="srun"), "batch script exists only"),
+        (lambda: rt.slurm_salloc_env(allocation="sbatch"), "salloc shell exists only"),
+    ],
+)
+def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=re.escape(words)):
+        make()
