@@ -30,7 +30,8 @@ def builder(launch: Callable[P, L], build: Callable[[L], R], *, name: str, doc: 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = doc
     call.__module__ = launch.__module__
-    call.__signature__ = inspect.signature(launch)  # type: ignore[attr-defined]  # what help() shows
+    returns = inspect.signature(build).return_annotation
+    call.__signature__ = inspect.signature(launch).replace(return_annotation=returns)  # type: ignore[attr-defined]
     return call
 
 

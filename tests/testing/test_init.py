@@ -49,6 +49,7 @@ def test_a_builder_takes_exactly_its_launch_fields(build: Callable[..., object],
     parameters = inspect.signature(build).parameters
     assert set(parameters) == {field.name for field in attrs.fields(launch)} | added
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+    assert inspect.signature(build).return_annotation in ("Job", "dict[str, str]", "Process")
     assert build.__module__ == launch.__module__ and build.__doc__
 
 
