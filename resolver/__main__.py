@@ -16,6 +16,7 @@ from typing import Any
 from resolver import __version__
 from resolver._apply import variables
 from resolver._detect import explain, resolve
+from resolver._torchrun import render_torchrun
 from resolver._validate import validate
 from resolver.errors import InvalidVariable, TopologyError
 from resolver.topology import Topology
@@ -30,6 +31,9 @@ formats:
         MASTER_ADDR MASTER_PORT WORLD_SIZE RANK LOCAL_RANK NODE_RANK, LOCAL_WORLD_SIZE when
         known, and CLUSTER_TOPOLOGY_{SOURCE,NUM_NODES,JOB_ID,JOB_NAME}; quoted so that eval
         reproduces every value exactly
+  torchrun  the node arguments for torchrun (--nnodes --node-rank --master-addr --master-port,
+        --nproc-per-node when known), for a process alone on its node (a platform's node agent,
+        srun --ntasks-per-node=1): torchrun $(python -m resolver --format torchrun) train.py
 
 exit status: 0 resolved; 2 a variable, file or setting is wrong (one line on stderr)
 """
@@ -44,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"cluster-topology {__version__}")
-    p.add_argument("--format", choices=("text", "json", "env"), default="text", help="output format (default text)")
+    p.add_argument(
+        "--format", choices=("text", "json", "env", "torchrun"), default="text", help="output format (default text)"
+    )
     p.add_argument("--source", metavar="NAME", help="force a source (torchelastic, slurm, kubeflow, ...)")
     p.add_argument("--explain", action="store_true", help="show each candidate source and why one was chosen")
     p.add_argument(
@@ -120,6 +126,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         topology = resolve(env, source=args.source)
         if args.devices is not None:
             validate(topology, devices=args.devices, num_nodes=args.num_nodes)
+        torchrun = render_torchrun(topology) if args.format == "torchrun" else ""
     except TopologyError as exc:
         first, *rest = str(exc).splitlines() or [""]
         print(f"error: {first}", *rest, sep="\n", file=sys.stderr)
@@ -131,6 +138,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         if explanation is not None:
             data = {"explain": explanation.to_dict(), "topology": data}
         print(json.dumps(data, indent=2))
+    elif args.format == "torchrun":  # stdout holds only the arguments: the explanation goes to stderr
+        if explanation is not None:
+            print(explanation, file=sys.stderr)
+        sys.stdout.write(torchrun)
     elif args.format == "env":
         if explanation is not None:
             sys.stdout.write("".join(f"# {line}\n" for line in str(explanation).splitlines()))

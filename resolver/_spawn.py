@@ -11,14 +11,16 @@ from resolver.topology import Topology
 __all__ = ["spawn"]
 
 
-def spawn(topology: Topology, *, devices: int, num_nodes: int) -> tuple[Topology, ...]:
+def spawn(topology: Topology, *, devices: int | None = None, num_nodes: int | None = None) -> tuple[Topology, ...]:
     """One Topology per worker this process starts: `devices` workers on node `topology.node_rank`.
 
     Worker i has local rank i and global rank `node_rank * devices + i` in a world of
     `devices * num_nodes`, all sharing the main address and port, as Lightning's launchers do.
+    Left out, `devices` is the record's `nproc_per_node` and `num_nodes` its `num_nodes` (a node
+    agent's record says both when its platform does).
     """
-    devices = _positive("devices", devices)
-    num_nodes = _positive("num_nodes", num_nodes)
+    devices = _positive("devices", _default("devices", devices, topology.nproc_per_node, "nproc_per_node", topology))
+    num_nodes = _positive("num_nodes", _default("num_nodes", num_nodes, topology.num_nodes, "num_nodes", topology))
     if topology.creates_processes_externally:
         raise InvalidSettings(
             f"{topology.source} already created the processes (creates_processes_externally is True): "
@@ -50,3 +52,14 @@ def spawn(topology: Topology, *, devices: int, num_nodes: int) -> tuple[Topology
         )
         for i in range(devices)
     )
+
+
+def _default(name: str, given: int | None, recorded: int | None, field: str, topology: Topology) -> int:
+    if given is not None:
+        return given
+    if recorded is None:
+        raise InvalidSettings(
+            f"spawn() needs {name}: the {topology.source} record does not say it ({field} is None). "
+            f"HINT: pass {name}=N."
+        )
+    return recorded

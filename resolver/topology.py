@@ -86,6 +86,10 @@ class Topology:
 
     `provenance` maps a field name to where its value came from: `env:RANK`, `probe:free_port`,
     `default:127.0.0.1`, `formula:...`. It and `warnings` do not take part in hashing.
+
+    `nproc_per_node`: how many workers each node runs, when a node-level platform says it; set on a
+    node agent (the process the platform started, which starts the node's workers itself) and kept
+    by `spawn`, None everywhere else.
     """
 
     source: str = attrs.field(validator=_source)
@@ -95,6 +99,7 @@ class Topology:
     node_rank: int = attrs.field(validator=_int_at_least(0))
     num_nodes: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(1)))
     local_world_size: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(1)))
+    nproc_per_node: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(1)))
     main_address: str | None = attrs.field(default=None, validator=_address)
     main_port: int | None = attrs.field(default=None, validator=_port)
     creates_processes_externally: bool = attrs.field(default=False, validator=_bool)

@@ -179,6 +179,23 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         probes.fake(),
         {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, "NHOSTS": COUNT, **ENDPOINT_KINDS},
     ),
+    "kubeflow_trainer": (
+        {
+            "PET_NNODES": "4",
+            "PET_NODE_RANK": "3",
+            "PET_MASTER_ADDR": "job-node-0-0.job",
+            "PET_MASTER_PORT": "29500",
+            "PET_NPROC_PER_NODE": "8",
+        },
+        probes.fake(),
+        {
+            "PET_NNODES": COUNT,
+            "PET_NODE_RANK": INDEX,
+            "PET_MASTER_ADDR": ADDRESS,
+            "PET_MASTER_PORT": PORT,
+            "PET_NPROC_PER_NODE": COUNT,
+        },
+    ),
 }
 CASES = [
     pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")

@@ -7,7 +7,8 @@ variables are a sound filter, not the rule: the source's own `detect()` decides,
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
 Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI > Grid Engine >
-third-party sources (entry points) > the default. Kubeflow and XLA are chosen by name only.
+the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) > the default.
+Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
 process that another launcher started (mpirun inside sbatch).
 
@@ -62,6 +63,8 @@ DETECTION_ORDER: tuple[Entry, ...] = (
         ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"),
     ),
     Entry("gridengine", "resolver.sources.gridengine:GridEngine", ("SGE_TASK_ID",)),
+    # node-level platforms: the process a platform started on a node, with no launcher around it
+    Entry("kubeflow_trainer", "resolver.sources.kubeflow_trainer:KubeflowTrainer", ("PET_NNODES",)),
 )
 DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
 # Schedulers whose job facts (job id, array index, restart count) are laid over whatever launcher

@@ -111,6 +111,7 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
             node_rank=draw(st.integers(0, (nodes or world) - 1)),
             num_nodes=nodes,
             local_world_size=local_size,
+            nproc_per_node=draw(st.none() | st.integers(1, 64)),
             main_address=draw(st.none() | st.from_regex(ADDRESS_RE, fullmatch=True)),
             main_port=draw(st.none() | st.integers(1, 65535)),
             creates_processes_externally=draw(st.booleans()),

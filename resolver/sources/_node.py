@@ -1,0 +1,139 @@
+"""Node agents: the shared rule of the node-level platforms (Kubeflow Trainer, AWS Batch, SageMaker, ...).
+
+A node-level platform describes nodes, not processes: it starts one process per node (a pod, a
+container, a VM's run script) and tells it the node's index, the node count and the head node's
+address. That process, with no torchrun or MPI launcher around it, is the node's *agent*: it starts
+the node's workers itself (torchrun, `spawn()`, Lightning). Its record:
+
+- one agent per node: ``world_size = num_nodes``, ``global_rank = node_rank``, ``local_rank = 0``,
+  ``local_world_size = 1`` (the world of agents; used as it is, one process per node works);
+- ``nproc_per_node``: the workers each node runs, when the platform says it (``spawn()`` takes it
+  as its default ``devices``; ``--format torchrun`` prints it as ``--nproc-per-node``);
+- ``main_address``/``main_port``: the head node's endpoint. The port is the platform's when it
+  names one, else ``MASTER_PORT``, else torchrun's default 29500 (`DEFAULT_PORT`);
+- ``creates_processes_externally=False``.
+
+The node hosting the rendezvous is node 0: torchrun's static rendezvous serves its store from node
+rank 0 at the main address. When the platform's main node is not its node 0 (AWS Batch's
+``AWS_BATCH_JOB_MAIN_NODE_INDEX``), the main node and node 0 trade places: the main node is node
+rank 0, the platform's node 0 takes the main node's index, every other node keeps its own. Every
+node computes the same mapping from the same two numbers, so node ranks stay 0..N-1 once each.
+
+A process that a launcher inside the node started (``LOCAL_RANK`` set: torchrun, Lightning,
+DeepSpeed, ``resolver.apply(ranks=True)``) is not the agent: `started_inside` makes the platform
+decline, and that launcher's source (or the default, which reads ``LOCAL_RANK``) resolves it. Its
+job facts still come from the platform, through the module's ``job_facts`` in the registry's
+``SCHEDULERS``.
+
+How a platform module uses this (see ``aws_batch.py`` or ``kubeflow_trainer.py``)::
+
+    def detect(self, environ):
+        inside = started_inside(environ, "AWS Batch")
+        if inside is not None:
+            return inside
+        ...                                   # match on the platform's own variables
+
+    def resolve(self, environ, probes):
+        b = Builder(NAME, environ)
+        b.facts(job_facts(environ))           # job id, attempt: the module's own JobFacts
+        return agent(
+            b,
+            node=read(environ, "AWS_BATCH_JOB_NODE_INDEX"),            # (value, origin)
+            nodes=read(environ, "AWS_BATCH_JOB_NUM_NODES", minimum=1),
+            address=(head, "env:AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"),
+            main=read(environ, "AWS_BATCH_JOB_MAIN_NODE_INDEX"),       # only when it may be != 0
+            per_node=None,                    # or (8, "env:SKYPILOT_NUM_GPUS_PER_NODE")
+            port=None,                        # or the platform's (29500, "env:PET_MASTER_PORT")
+        )
+
+Each fact is a ``(value, origin)`` pair; an ``env:VAR`` origin is what an error names. The
+module reads and checks its own variables (lists, JSON, files); `agent` checks that the node
+index and the main index fit the node count and builds the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from resolver import environ as env
+from resolver.errors import InvalidVariable
+from resolver.sources import Builder, Detection
+from resolver.topology import Topology
+
+__all__ = ["DEFAULT_PORT", "Fact", "agent", "read", "started_inside"]
+
+DEFAULT_PORT = 29500  # torchrun's --master-port default
+T = TypeVar("T")
+Fact = tuple[T, str]  # a value and where it came from: env:VAR, formula:..., probe:..., default:...
+LAUNCHER_MARK = "LOCAL_RANK"  # every process launcher sets it; no node-level platform does
+
+
+def read(environ: Mapping[str, str], variable: str, *, minimum: int = 0) -> Fact[int]:
+    """A required integer variable as a fact (an error names it when missing or malformed)."""
+    return env.integer(environ, variable, minimum=minimum), f"env:{variable}"
+
+
+def started_inside(environ: Mapping[str, str], platform: str) -> Detection | None:
+    """A declining Detection when a launcher inside the node started this process; None for the agent."""
+    if LAUNCHER_MARK not in environ:
+        return None
+    return Detection(
+        False,
+        f"{LAUNCHER_MARK} is set: a launcher inside the {platform} node started this process (its source, or "
+        "the default, resolves it, with the platform's job facts)",
+        (LAUNCHER_MARK,),
+    )
+
+
+def _named(origin: str) -> str:
+    return origin[4:] if origin.startswith("env:") else origin
+
+
+def _within(environ: Mapping[str, str], fact: Fact[int], count: Fact[int], what: str) -> None:
+    value, origin = fact
+    if value >= count[0]:
+        name = _named(origin)
+        raise InvalidVariable(
+            name, environ.get(name, str(value)), f"{what} < the node count ({_named(count[1])}={count[0]})"
+        )
+
+
+def agent(
+    b: Builder,
+    *,
+    node: Fact[int],
+    nodes: Fact[int],
+    address: Fact[str],
+    port: Fact[int] | None = None,
+    per_node: Fact[int] | None = None,
+    main: Fact[int] | None = None,
+) -> Topology:
+    """The node agent's record (see the module docstring); `b` already holds the platform's job facts."""
+    _within(b.environ, node, nodes, "a node index")
+    index, origin = node
+    rank, rank_origin = index, origin
+    if main is not None:
+        _within(b.environ, main, nodes, "the main node's index")
+        head = main[0]
+        if head != 0 and index in (0, head):
+            rank = head if index == 0 else 0
+            rank_origin = (
+                f"formula:{_named(origin)}={index} with main node {_named(main[1])}={head}: the main node is node "
+                f"rank 0 and node 0 takes index {head}"
+            )
+    b.set("node_rank", rank, rank_origin)
+    b.set("global_rank", rank, rank_origin)
+    b.set("num_nodes", nodes[0], nodes[1])
+    b.set("world_size", nodes[0], nodes[1])
+    b.set("local_rank", 0, "source:one agent per node")
+    b.set("local_world_size", 1, "source:one agent per node")
+    if per_node is not None:
+        b.set("nproc_per_node", *per_node)
+    b.set("main_address", env.check_address(_named(address[1]), address[0]), address[1])
+    if port is not None:
+        b.set("main_port", *port)
+    elif b.optional_port("MASTER_PORT") is None:
+        b.set("main_port", DEFAULT_PORT, f"default:{DEFAULT_PORT} (torchrun's --master-port default)")
+    b.set("creates_processes_externally", False, "source:a node agent starts its node's workers itself")
+    return b.build()

@@ -1,0 +1,98 @@
+"""Kubeflow Trainer (v2 TrainJob, and v1 PyTorchJob): a node agent from torchrun's ``PET_*`` defaults.
+
+torchrun reads ``PET_<FLAG>`` variables as the defaults of its flags. Kubeflow Trainer's torch
+plugin gives every trainer node (pod) ``PET_NNODES`` (the node count), ``PET_NPROC_PER_NODE`` (an
+integer, or ``auto``, ``cpu``, ``gpu``: torchrun counts the devices itself), ``PET_NODE_RANK`` (the
+pod's completion index), ``PET_MASTER_ADDR`` (``<trainjob>-node-0-0.<trainjob>``, the first node's
+pod) and ``PET_MASTER_PORT`` (29500), and runs the user's command there; Kubeflow v1's training
+operator sets the same ``PET_*`` beside its node-level ``WORLD_SIZE``/``RANK``. A process in such a
+pod with no torchrun around it is the node's agent (see `resolver.sources._node`): node rank
+``PET_NODE_RANK`` of ``PET_NNODES``, main endpoint ``PET_MASTER_ADDR:PET_MASTER_PORT``, and
+``nproc_per_node`` when ``PET_NPROC_PER_NODE`` is a number.
+
+torchrun's workers inherit every ``PET_*`` beside torchrun's own variables
+(tests/captures-hpc/torchrun/pet-env-nnodes1-nproc2): TorchElastic comes first in the detection
+order and resolves them. The explicit ``kubeflow`` source (v1's one process per pod, from
+``WORLD_SIZE``/``RANK``) stays as it was, on request.
+
+On one node (``PET_NNODES=1``) ``PET_NODE_RANK`` and ``PET_MASTER_ADDR`` may be left out, as
+torchrun allows: node 0 and torchrun's default address 127.0.0.1. On several nodes both are
+required (every node would otherwise claim node 0, or meet nowhere). An elastic range
+(``PET_NNODES=1:4``) has no fixed node ranks and is refused.
+
+Facts from: Kubeflow Trainer's torch plugin (github.com/kubeflow/trainer,
+pkg/runtime/framework/plugins/torch/torch.go; ``ContainerTrainerPort = 29500`` in pkg/constants),
+https://www.kubeflow.org/docs/components/trainer/user-guides/pytorch/, and torchrun's
+documentation of ``PET_*`` (https://pytorch.org/docs/stable/elastic/run.html); the inheritance by
+workers measured here with torch 2.13.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.errors import MissingVariable
+from resolver.sources import Builder, Detection
+from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["KubeflowTrainer", "nproc_per_node"]
+
+NAME = "kubeflow_trainer"
+DEVICE_KINDS = ("auto", "cpu", "gpu")  # torchrun counts these itself
+SINGLE_NODE_ADDRESS = "127.0.0.1"  # torchrun's --master-addr default
+
+
+def nproc_per_node(environ: Mapping[str, str], variable: str = "PET_NPROC_PER_NODE") -> Fact[int] | None:
+    """The worker count per node when `variable` is a number; None when unset or a device kind torchrun counts."""
+    raw = environ.get(variable)
+    if raw is None or raw in DEVICE_KINDS:
+        return None
+    count = env.check_integer(variable, raw, 1, expected=f"an integer >= 1 or one of {', '.join(DEVICE_KINDS)}")
+    return count, f"env:{variable}"
+
+
+class KubeflowTrainer:
+    """A Kubeflow Trainer node (pod) with no torchrun around it: the node's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        if "PET_NNODES" not in environ:
+            return Detection(False, "PET_NNODES is not set: not a Kubeflow Trainer node")
+        inside = started_inside(environ, "Kubeflow Trainer")
+        if inside is not None:
+            return inside
+        found = env.present(environ, "PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+        return Detection(
+            True, "PET_NNODES is set and no launcher started this process: a Kubeflow Trainer node's agent", found
+        )
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        raw = env.text(environ, "PET_NNODES", source=NAME, expected="the node count")
+        nodes = env.check_integer(
+            "PET_NNODES", raw, 1, expected="a node count >= 1 (an elastic range MIN:MAX has no fixed node ranks)"
+        )
+        if nodes > 1:
+            for variable, what in (("PET_NODE_RANK", "this node's rank"), ("PET_MASTER_ADDR", "node 0's address")):
+                if variable not in environ:
+                    raise MissingVariable(variable, f"{what} (PET_NNODES={nodes} nodes)", source=NAME)
+        node: Fact[int] = (0, "default:0 (one node)")
+        if "PET_NODE_RANK" in environ:
+            node = read(environ, "PET_NODE_RANK")
+        address: Fact[str] = (SINGLE_NODE_ADDRESS, f"default:{SINGLE_NODE_ADDRESS} (one node; torchrun's default)")
+        if "PET_MASTER_ADDR" in environ:
+            address = env.address(environ, "PET_MASTER_ADDR", source=NAME), "env:PET_MASTER_ADDR"
+        port: Fact[int] | None = None
+        if "PET_MASTER_PORT" in environ:
+            port = env.port(environ, "PET_MASTER_PORT", source=NAME), "env:PET_MASTER_PORT"
+        return agent(
+            b, node=node, nodes=(nodes, "env:PET_NNODES"), address=address, port=port, per_node=nproc_per_node(environ)
+        )

@@ -1,0 +1,76 @@
+"""The node-agent rule every node-level platform uses: one agent per node, the main node is node 0."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import probes
+import resolver
+from resolver import InvalidVariable, Topology
+from resolver.sources import Builder
+from resolver.sources._node import DEFAULT_PORT, agent, read, started_inside
+
+
+def build(environ: dict[str, str], *, main: bool = False, per_node: int | None = None) -> Topology:
+    b = Builder("test", environ)
+    return agent(
+        b,
+        node=read(environ, "NODE"),
+        nodes=read(environ, "NODES", minimum=1),
+        address=("10.0.0.1", "env:HEAD"),
+        main=read(environ, "MAIN") if main else None,
+        per_node=None if per_node is None else (per_node, "env:PER_NODE"),
+    )
+
+
+def test_the_agent_record() -> None:
+    t = build({"NODE": "2", "NODES": "4", "HEAD": "10.0.0.1"}, per_node=8)
+    assert (t.world_size, t.global_rank, t.local_rank, t.local_world_size) == (4, 2, 0, 1)
+    assert (t.node_rank, t.num_nodes, t.nproc_per_node) == (2, 4, 8)
+    assert (t.main_address, t.main_port, t.creates_processes_externally) == ("10.0.0.1", DEFAULT_PORT, False)
+    assert t.provenance["main_port"].startswith("default:29500")
+    assert build({"NODE": "0", "NODES": "1", "MASTER_PORT": "4000"}).main_port == 4000
+
+
+@given(nodes=st.integers(1, 50), data=st.data())
+def test_the_main_node_becomes_node_0_and_every_node_agrees(nodes: int, data: st.DataObject) -> None:
+    main = data.draw(st.integers(0, nodes - 1))
+    ranks = [build({"NODE": str(i), "NODES": str(nodes), "MAIN": str(main)}, main=True).node_rank for i in range(nodes)]
+    assert sorted(ranks) == list(range(nodes))
+    assert ranks[main] == 0
+    assert all(ranks[i] == i for i in range(nodes) if i not in (0, main))  # only two nodes trade places
+
+
+def test_renumbering_is_in_the_provenance() -> None:
+    t = build({"NODE": "0", "NODES": "4", "MAIN": "3"}, main=True)
+    assert t.node_rank == 3
+    assert "MAIN=3" in t.provenance["node_rank"] and "NODE=0" in t.provenance["node_rank"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [({"NODE": "4", "NODES": "4", "MAIN": "0"}, "NODE"), ({"NODE": "1", "NODES": "4", "MAIN": "4"}, "MAIN")],
+)
+def test_an_index_beyond_the_node_count_names_its_variable(environ: dict[str, str], variable: str) -> None:
+    with pytest.raises(InvalidVariable) as info:
+        build(environ, main=True)
+    assert (info.value.variable, info.value.value) == (variable, environ[variable])
+    assert "NODES=4" in str(info.value)
+
+
+def test_a_process_a_launcher_started_is_not_the_agent() -> None:
+    assert started_inside({}, "X") is None
+    found = started_inside({"LOCAL_RANK": "0"}, "X")
+    assert found is not None and not found.matched and found.variables == ("LOCAL_RANK",)
+
+
+def test_spawn_defaults_to_the_agents_counts() -> None:
+    t = build({"NODE": "1", "NODES": "2"}, per_node=3)
+    assert resolver.spawn(t) == resolver.spawn(t, devices=3, num_nodes=2)
+    assert [w.global_rank for w in resolver.spawn(t)] == [3, 4, 5]
+    with pytest.raises(resolver.InvalidSettings, match="nproc_per_node is None"):
+        resolver.spawn(build({"NODE": "1", "NODES": "2"}))
+    with pytest.raises(resolver.InvalidSettings, match="num_nodes is None"):
+        resolver.spawn(resolver.resolve({}, probes.fake(free_port=5, which={})), devices=2)
