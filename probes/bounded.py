@@ -27,10 +27,10 @@ from resolver.errors import ProbeFailed
 __all__ = ["ALL", "DEFAULT_TIMEOUT", "LIVE", "BoundedComm", "bounded", "call"]
 
 DEFAULT_TIMEOUT = 120.0  # seconds; a collective waits for its slowest rank to arrive
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
-def call(name: str, seconds: float, function: Callable[..., T], *args: Any) -> T:
+def call(name: str, seconds: float, function: Callable[..., _T], *args: Any) -> _T:
     """`function(*args)` within `seconds`, else ProbeFailed(name); its exceptions pass through."""
     box: list[Any] = []
     done = threading.Event()
@@ -74,7 +74,7 @@ class BoundedComm:
         self._polled = nonblocking.supports(comm)
         self._threads = not self._polled and _mpi_allows_threads()
 
-    def _bounded(self, name: str, function: Callable[..., T], *args: Any) -> T:
+    def _bounded(self, name: str, function: Callable[..., _T], *args: Any) -> _T:
         if self._polled:
             self._nonblocking.barrier(self._comm, self._seconds, name)
             return function(*args)

@@ -177,6 +177,8 @@ def make(
     comm: Comm | None,
     xla: XlaRuntime | None,
 ) -> Probes:
+    """The bundle behind `probes.fake(...)`: each given answer, and `ProbeFailed` for the rest."""
+
     def read_text(path: str) -> str:
         try:
             return files[path]  # type: ignore[index]

@@ -10,10 +10,11 @@ from typing import Any
 from probes import Comm, Probes, XlaRuntime
 from resolver.errors import ProbeFailed
 
-__all__ = ["PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla"]
+__all__ = ["MAX_FILE_BYTES", "PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla"]
 
 
 def hostname() -> str:
+    """This machine's host name, as the kernel has it."""
     try:
         return socket.gethostname()
     except OSError as exc:  # pragma: no cover - the kernel always has a name

@@ -14,7 +14,11 @@ from resolver.errors import InvalidVariable, MissingVariable
 __all__ = [
     "ADDRESS_RE",
     "MAX_DIGITS",
+    "Environ",
     "address",
+    "check_address",
+    "check_integer",
+    "check_port",
     "integer",
     "optional_integer",
     "optional_text",
@@ -45,6 +49,7 @@ def text(environ: Environ, name: str, *, source: str | None = None, expected: st
 
 
 def optional_text(environ: Environ, name: str) -> str | None:
+    """A variable as it is, or None when it is not set."""
     return environ.get(name)
 
 
@@ -82,6 +87,7 @@ def optional_integer(environ: Environ, name: str, *, minimum: int = 0, maximum: 
 
 
 def check_port(name: str, raw: str) -> int:
+    """The value `raw` of variable `name` as a TCP port 1..65535, else InvalidVariable."""
     return check_integer(name, raw, 1, 65535, "a TCP port 1..65535")
 
 
@@ -91,6 +97,7 @@ def port(environ: Environ, name: str, *, source: str | None = None) -> int:
 
 
 def check_address(name: str, raw: str) -> str:
+    """The value `raw` of variable `name` if it is a host name or IP address, else InvalidVariable."""
     if not ADDRESS_RE.fullmatch(raw):
         raise InvalidVariable(name, raw, "a host name or IP address (letters, digits, '.', '-', '_', ':', '[]', '%')")
     return raw

@@ -28,6 +28,7 @@ __all__ = [
     "ProbeFailed",
     "TopologyError",
     "TopologyWarning",
+    "shown",
 ]
 
 _SHOWN = 200  # longest value quoted in a message; longer ones are cut so errors stay one line

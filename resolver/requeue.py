@@ -19,7 +19,7 @@ from typing import Any
 
 from resolver.errors import InvalidSettings, InvalidVariable, MissingVariable
 
-__all__ = ["SIGNALS", "Requeue", "job_id", "on_signal"]
+__all__ = ["SIGNALS", "Requeue", "Runner", "job_id", "on_signal"]
 
 SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 _JOB_ID = re.compile(r"[0-9]{1,18}")

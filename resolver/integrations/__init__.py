@@ -11,7 +11,7 @@ ImportError that names the extra to install.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = ["missing"]
 
 
 def missing(module: str, package: str, extra: str, exc: ImportError) -> ImportError:

@@ -52,7 +52,7 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["TopologyEnvironment"]
+__all__ = ["LIGHTNING_WRITES", "TopologyEnvironment"]
 
 # what Lightning's script launcher and _init_dist_connection write into os.environ from our answers
 # (lightning/fabric/strategies/launchers/subprocess_script.py:115-121, utilities/distributed.py:280-281)

@@ -34,7 +34,7 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
-__all__ = ["Group", "default_backend", "init_process_group"]
+__all__ = ["DECIDED", "Group", "default_backend", "init_process_group"]
 
 # what the topology decides: passing one of these would contradict it (or bypass env://)
 DECIDED = ("init_method", "rank", "store", "world_size")

@@ -65,7 +65,25 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["GridEngine", "default_port", "in_job", "job_facts", "main_host", "pe_hosts"]
+__all__ = [
+    "DETECTION_VARIABLES",
+    "HOSTFILE",
+    "LOCAL_ADDRESS",
+    "NAME",
+    "PORT_BASE",
+    "PORT_SPAN",
+    "PORT_STRIDE",
+    "RANK_VARIABLES",
+    "RESTART_FLAGS",
+    "UNDEFINED",
+    "Facts",
+    "GridEngine",
+    "default_port",
+    "in_job",
+    "job_facts",
+    "main_host",
+    "pe_hosts",
+]
 
 NAME = "gridengine"
 DETECTION_VARIABLES = ("JOB_ID", "SGE_TASK_ID")

@@ -12,7 +12,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Kubeflow"]
+__all__ = ["NAME", "Kubeflow"]
 
 NAME = "kubeflow"
 

@@ -12,7 +12,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Lightning"]
+__all__ = ["DEFAULT_ADDRESS", "NAME", "Lightning"]
 
 NAME = "lightning"
 DEFAULT_ADDRESS = "127.0.0.1"

@@ -31,7 +31,18 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Lsf", "compute_hosts", "job_facts", "match_host"]
+__all__ = [
+    "DETECTION_VARIABLES",
+    "INDEX",
+    "NAME",
+    "PORT_BASE",
+    "RANKFILE",
+    "RANK_VARIABLES",
+    "Lsf",
+    "compute_hosts",
+    "job_facts",
+    "match_host",
+]
 
 NAME = "lsf"
 RANKFILE = "LSB_DJOB_RANKFILE"

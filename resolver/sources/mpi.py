@@ -44,7 +44,18 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Comm, Probes
 
-__all__ = ["LAUNCHERS", "Launcher", "Mpi", "launcher", "started_by_mpirun"]
+__all__ = [
+    "LAUNCHERS",
+    "LIBMPI_HINT",
+    "MPICH_HINT",
+    "NAME",
+    "NOT_FOUND",
+    "RULE",
+    "Launcher",
+    "Mpi",
+    "launcher",
+    "started_by_mpirun",
+]
 
 NAME = "mpi"
 

@@ -49,7 +49,19 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["INTERACTIVE_NAMES", "JOB_VARIABLES", "Slurm", "job_facts", "local_tasks", "parse_tasks_per_node"]
+__all__ = [
+    "DEFAULT_PORT",
+    "HOSTFILE",
+    "INTERACTIVE_NAMES",
+    "JOB_VARIABLES",
+    "NAME",
+    "PORT_SCHEMES",
+    "STEP_STRIDE",
+    "Slurm",
+    "job_facts",
+    "local_tasks",
+    "parse_tasks_per_node",
+]
 
 NAME = "slurm"
 INTERACTIVE_NAMES = ("bash", "interactive")

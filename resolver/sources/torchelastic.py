@@ -12,7 +12,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["TorchElastic"]
+__all__ = ["DEFAULT_ADDRESS", "DEFAULT_PORT", "LIGHTNING_VARIABLES", "NAME", "TorchElastic", "main_endpoint"]
 
 NAME = "torchelastic"
 # Lightning's detection set; torchrun also always sets TORCHELASTIC_RUN_ID ("none" without --rdzv-id)

@@ -20,7 +20,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes, XlaRuntime
 
-__all__ = ["Xla"]
+__all__ = ["FUNCTIONS", "HINT_VARIABLES", "NAME", "NO_ENDPOINT", "Xla"]
 
 NAME = "xla"
 # (field, runtime function), in Lightning's XLAEnvironment mapping

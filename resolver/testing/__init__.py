@@ -41,12 +41,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resolver.schema import topology_schema
-from resolver.testing.kubeflow import KubeflowLaunch, kubeflow_env, kubeflow_job
-from resolver.testing.lsf import LsfLaunch, lsf_env, lsf_job
-from resolver.testing.mpich import MpichLaunch, mpich_env, mpich_job
-from resolver.testing.openmpi import OpenMpiLaunch, openmpi_env, openmpi_job
+from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
+from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
+from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
+from resolver.testing.openmpi import OpenMpiLaunch, OpenMpiRank, openmpi_env, openmpi_job
 from resolver.testing.slurm import (
+    Allocation,
+    SlurmBatchScript,
     SlurmLaunch,
+    SlurmSallocShell,
+    SlurmTask,
     slurm_batch_env,
     slurm_env,
     slurm_job,
@@ -54,7 +58,7 @@ from resolver.testing.slurm import (
     slurm_tasks_per_node,
 )
 from resolver.testing.strategies import LAUNCHERS, REGISTRY, jobs, topologies
-from resolver.testing.torchrun import TorchrunLaunch, torchrun_env, torchrun_job
+from resolver.testing.torchrun import TorchrunLaunch, TorchrunWorker, torchrun_env, torchrun_job
 from resolver.testing.world import Job, Launcher, Process, assert_consistent
 
 # Variables whose values each launcher picks at random or from the machine's state: the builders give
@@ -64,15 +68,24 @@ NONDETERMINISTIC: Mapping[str, Mapping[str, str]] = {launcher.name: launcher.non
 __all__ = [
     "LAUNCHERS",
     "NONDETERMINISTIC",
+    "Allocation",
     "Job",
     "KubeflowLaunch",
+    "KubeflowPod",
     "Launcher",
     "LsfLaunch",
+    "LsfTask",
     "MpichLaunch",
+    "MpichRank",
     "OpenMpiLaunch",
+    "OpenMpiRank",
     "Process",
+    "SlurmBatchScript",
     "SlurmLaunch",
+    "SlurmSallocShell",
+    "SlurmTask",
     "TorchrunLaunch",
+    "TorchrunWorker",
     "assert_consistent",
     "jobs",
     "kubeflow_env",

@@ -19,7 +19,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["KubeflowLaunch", "kubeflow_env", "kubeflow_job"]
+__all__ = ["LAUNCHER", "KubeflowLaunch", "KubeflowPod", "kubeflow_env", "kubeflow_job"]
 
 
 @attrs.frozen(kw_only=True)

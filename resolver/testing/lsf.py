@@ -20,7 +20,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["LsfLaunch", "lsf_env", "lsf_job"]
+__all__ = ["LAUNCHER", "LsfLaunch", "LsfTask", "lsf_env", "lsf_job"]
 
 
 @attrs.frozen(kw_only=True)

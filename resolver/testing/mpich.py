@@ -27,7 +27,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["MpichLaunch", "mpich_env", "mpich_job"]
+__all__ = ["LAUNCHER", "MpichLaunch", "MpichRank", "mpich_env", "mpich_job"]
 
 
 @attrs.frozen(kw_only=True)

@@ -29,7 +29,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["OpenMpiLaunch", "openmpi_env", "openmpi_job"]
+__all__ = ["LAUNCHER", "OpenMpiLaunch", "OpenMpiRank", "openmpi_env", "openmpi_job"]
 
 _PORT = r"[1-9][0-9]{0,4}"
 _URI = r"[0-9]+\.[0-9]+;tcp://[0-9.]+:" + _PORT + r";tcp6://\[[0-9a-f:]+\]:" + _PORT

@@ -32,7 +32,19 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["SlurmLaunch", "slurm_batch_env", "slurm_env", "slurm_job", "slurm_salloc_env", "slurm_tasks_per_node"]
+__all__ = [
+    "LAUNCHER",
+    "Allocation",
+    "SlurmBatchScript",
+    "SlurmLaunch",
+    "SlurmSallocShell",
+    "SlurmTask",
+    "slurm_batch_env",
+    "slurm_env",
+    "slurm_job",
+    "slurm_salloc_env",
+    "slurm_tasks_per_node",
+]
 
 _PORT = r"[1-9][0-9]{0,4}"
 

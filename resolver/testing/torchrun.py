@@ -26,7 +26,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["TorchrunLaunch", "torchrun_env", "torchrun_job"]
+__all__ = ["LAUNCHER", "TorchrunLaunch", "TorchrunWorker", "torchrun_env", "torchrun_job"]
 
 
 @attrs.frozen(kw_only=True)

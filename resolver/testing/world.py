@@ -16,6 +16,8 @@ import attrs
 import resolver
 from resolver import Topology, TopologyError
 
+__all__ = ["Job", "Launcher", "Process", "assert_consistent"]
+
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 

@@ -1,0 +1,91 @@
+"""The public surface, both ways: `__all__` of every public module equals its public names, each documented.
+
+A public module is one whose dotted path has no part starting with `_`. Its public names are the
+top-level functions, classes and assignments whose names do not start with `_`; a name it imports
+is public only where `__all__` says so (the facades re-export). Every public function and class
+has a docstring, and no public function or attribute of a package hides a submodule of the same name.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OPTIONAL = {  # modules that need an extra: tested where it is installed (CI installs them all)
+    "resolver.integrations.torch": "torch",
+    "resolver.integrations.lightning": "lightning",
+}
+
+
+def public_modules() -> list[str]:
+    names = []
+    for package in ("resolver", "probes"):
+        names.append(package)
+        module = importlib.import_module(package)
+        names.extend(
+            info.name
+            for info in pkgutil.walk_packages(module.__path__, prefix=f"{package}.")
+            if not any(part.startswith("_") for part in info.name.split("."))
+        )
+    return sorted(names)
+
+
+def top_level(path: Path) -> tuple[set[str], set[str]]:
+    """(names defined at top level, names imported at top level) of a module's source."""
+    defined: set[str] = set()
+    imported: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            imported.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return defined, imported
+
+
+def load(name: str) -> ModuleType:
+    if name in OPTIONAL:
+        pytest.importorskip(OPTIONAL[name])
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name", public_modules())
+def test_all_equals_the_public_names(name: str) -> None:
+    module = load(name)
+    assert module.__file__ is not None
+    defined, imported = top_level(Path(module.__file__))
+    exported = set(getattr(module, "__all__", ()))
+    public = {n for n in defined if not n.startswith("_")} - {"__all__"}
+    assert public <= exported, f"{name}: public but not in __all__: {sorted(public - exported)}"
+    unknown = exported - defined - imported
+    assert not unknown, f"{name}: in __all__ but neither defined nor imported: {sorted(unknown)}"
+    for export in exported:
+        assert hasattr(module, export), f"{name}.{export}"
+
+
+@pytest.mark.parametrize("name", public_modules())
+def test_every_public_function_and_class_is_documented(name: str) -> None:
+    module = load(name)
+    for export in getattr(module, "__all__", ()):
+        value = getattr(module, export)
+        if inspect.isfunction(value) or inspect.isclass(value):
+            assert inspect.getdoc(value), f"{name}.{export} has no docstring"
+
+
+@pytest.mark.parametrize("name", [n for n in public_modules() if "." in n])
+def test_no_public_attribute_hides_a_submodule(name: str) -> None:
+    parent, _, child = name.rpartition(".")
+    module = load(name)
+    assert getattr(importlib.import_module(parent), child) is module
