@@ -9,11 +9,11 @@ every rank times, in interleaved rounds after a barrier:
 - `resolve(env)`: `resolver.resolve(environ)` as users call it, with the default live probes, and
   no MASTER_ADDR/MASTER_PORT, so the comm supplies rank 0's hostname and a free port. On one
   machine Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE == OMPI_COMM_WORLD_SIZE says "one node", so this
-  is one `bcast`; the default probes run it as a nonblocking `Ibcast` polled against a deadline
+  is one `bcast`; the default probes put a polled `Ibarrier` before it, against a deadline
   (`probes.nonblocking`);
 - `resolve(env)+hosts`: the same with OMPI_COMM_WORLD_LOCAL_SIZE/LOCAL_RANK removed, as on
   several nodes: the node and local ranks come from one `allgather` of (hostname, rank 0's
-  endpoint), a polled `Iallgather`;
+  endpoint), after a polled `Ibarrier`;
 - `resolve`, `resolve+hosts`: the same two with `probes.system()` (no deadline), whose comm is
   mpi4py's COMM_WORLD itself: its lowercase `bcast`/`allgather`;
 - `allgather`: `COMM_WORLD.allgather(socket.gethostname())`, the reference;

@@ -36,11 +36,11 @@ def supports(comm: Any) -> bool:
 def barrier(comm: Any, seconds: float, name: str) -> None:
     """Return once every rank of `comm` has called this; after `seconds`, raise ProbeFailed(name)."""
     request = comm.Ibarrier()
-    deadline = time.monotonic() + seconds
-    pause = 0.0001
+    start = time.monotonic()
     while not request.Test():
         now = time.monotonic()
-        if now >= deadline:
+        if now - start >= seconds:
             raise ProbeFailed(name, f"no answer within {seconds:g} s (not every rank reached the collective)")
-        time.sleep(min(pause, deadline - now))  # sleeping lets the other ranks on this core run
-        pause = min(pause * 2, 0.01)
+        # for the first millisecond only yield the core (the other ranks are usually that close),
+        # then sleep between polls rather than burn a core waiting for a rank still starting
+        time.sleep(0 if now - start < 0.001 else min(0.001, start + seconds - now))
