@@ -1,0 +1,215 @@
+"""The distributions as a user gets them: built, checked, unpacked, installed and type-checked.
+
+`python -m build` makes the sdist and, from it, the wheel. The wheel holds the two packages with
+their `py.typed` markers and the JSON Schema, and nothing else; the sdist holds every file of the
+repository, and its own test suite runs from it; after the README's `pip install -e .` (and after
+installing the wheel) mypy --strict and pyright see the package's types from a user's script; the
+extras a user or contributor installs come as wheels for every platform we name, so no compiler
+is needed. These tests build and install for real, so they carry the `build` marker.
+"""
+
+from __future__ import annotations
+
+import email.message
+import email.parser
+import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+import resolver
+from tests.conftest import IN_CI, require_tool
+
+pytestmark = pytest.mark.build
+
+ROOT = Path(__file__).resolve().parents[1]
+# The unit tests: what the sdist's suite runs without real launchers (or building itself again).
+UNIT = "not slurm and not mpi and not torchrun and not xla and not build"
+
+
+class Dists(NamedTuple):
+    sdist: Path
+    wheel: Path
+
+    def metadata(self) -> email.message.Message:
+        """The wheel's METADATA: what an index shows and what pip installs from."""
+        with zipfile.ZipFile(self.wheel) as wheel:
+            (name,) = (n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+            return email.parser.Parser().parsestr(wheel.read(name).decode())
+
+    def requirements(self, extra: str) -> list[str]:
+        """What `pip install 'cluster-topology[EXTRA]'` asks for: the dependencies and the extra's."""
+        out = []
+        for line in self.metadata().get_all("Requires-Dist") or []:
+            requirement, _, marker = (part.strip() for part in line.partition(";"))
+            if not marker or marker == f'extra == "{extra}"':
+                out.append(requirement)
+        return out
+
+
+def require_module(name: str) -> None:
+    """Skip (locally) or fail (in CI, which installs the dev extra) unless `name` is importable."""
+    if importlib.util.find_spec(name) is None:
+        message = f"needs {name} (pip install -e '.[dev]')"
+        if IN_CI:
+            pytest.fail(f"{message}; CI must install it")
+        pytest.skip(message)
+
+
+def run(args: list[str | Path], *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    """Run a command to success and return its output; a failure shows the output's tail."""
+    out = subprocess.run(
+        [str(arg) for arg in args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        pytest.fail(f"{args} exited {out.returncode}:\n{(out.stdout + out.stderr)[-4000:]}")
+    return out.stdout
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without PYTHONPATH, which would show the checkout to everything."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
+def tracked() -> set[str]:
+    """The repository's files, as git knows them."""
+    return set(run(["git", "ls-files"], cwd=ROOT).splitlines())
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    require_module("build")
+    out = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", out, ROOT], cwd=ROOT)  # sdist, then the wheel from it
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return Dists(sdist, wheel)
+
+
+def test_the_wheel_holds_the_two_packages_and_nothing_else(dists: Dists) -> None:
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        names = set(wheel.namelist())
+    metadata = dists.metadata()
+    files = {name for name in names if ".dist-info/" not in name}
+    assert files == {name for name in tracked() if name.startswith(("resolver/", "probes/"))}
+    assert {"resolver/py.typed", "probes/py.typed", "resolver/topology.schema.json"} <= files
+    assert not any(name.startswith(("tests/", "benchmarks/", "fuzz/", "docs/")) for name in names)
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    assert metadata["Version"] == resolver.__version__  # one source of truth, read by the build
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+
+
+def test_the_sdist_holds_every_file_of_the_repository(dists: Dists) -> None:
+    with tarfile.open(dists.sdist) as sdist:
+        names = {name.partition("/")[2] for name in sdist.getnames()}
+    assert tracked() - {".gitignore"} <= names
+    assert {"PKG-INFO", "LICENSE", "CHANGELOG.md", "tests/conftest.py"} <= names
+
+
+def test_twine_accepts_both(dists: Dists) -> None:
+    require_module("twine")
+    out = run([sys.executable, "-m", "twine", "check", "--strict", dists.sdist, dists.wheel], cwd=ROOT)
+    assert out.count("PASSED") == 2
+
+
+def test_the_sdist_test_suite_runs_from_the_unpacked_sdist(dists: Dists, tmp_path: Path) -> None:
+    with tarfile.open(dists.sdist) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    (unpacked,) = tmp_path.iterdir()
+    env = {**clean_env(), "PYTHONPATH": str(unpacked)}
+    code = "import resolver, probes; print(resolver.__file__, probes.__file__)"
+    where = run([sys.executable, "-c", code], cwd=unpacked, env=env)
+    assert all(Path(path).is_relative_to(unpacked) for path in where.split())
+    # tests/launchers starts real launchers: CI's own run covers them
+    pytest_args = ["-p", "no:cacheprovider", "-q", "-m", UNIT, "--ignore=tests/launchers"]
+    out = run([sys.executable, "-m", "pytest", *pytest_args], cwd=unpacked, env=env)
+    assert " passed" in out.splitlines()[-1] and " failed" not in out.splitlines()[-1]
+
+
+USER_SCRIPT = """\
+# pyright: strict
+import probes
+import resolver
+from resolver.testing import torchrun_env
+
+topology: resolver.Topology = resolver.resolve(torchrun_env(node_rank=0, local_rank=1), probes.fake())
+rank: int = topology.global_rank
+"""
+
+# The control: a script with one type error, which only a checker that sees our types reports.
+WRONG_SCRIPT = """\
+import resolver
+
+rank: str = resolver.resolve({}).global_rank
+"""
+
+
+@pytest.mark.parametrize("install", ["editable", "wheel"])
+def test_a_users_script_type_checks_against_the_installed_package(install: str, dists: Dists, tmp_path: Path) -> None:
+    require_module("mypy")
+    require_tool("pyright")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    python = venv / "bin" / "python"
+    if install == "editable":
+        run([python, "-m", "pip", "install", "-q", "-e", "."], cwd=ROOT, env=clean_env())  # the README's command
+    else:
+        run([python, "-m", "pip", "install", "-q", dists.wheel], cwd=tmp_path, env=clean_env())
+    project = tmp_path / "user"  # away from the checkout: the checkers must find the package installed
+    project.mkdir()
+    (project / "train.py").write_text(USER_SCRIPT)
+    (project / "wrong.py").write_text(WRONG_SCRIPT)
+    mypy: list[str | Path] = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--strict",
+        "--no-incremental",
+        "--python-executable",
+        python,
+    ]
+    pyright: list[str | Path] = ["pyright", "--pythonpath", python]
+    assert "Success: no issues found" in run([*mypy, "train.py"], cwd=project, env=clean_env())
+    assert "0 errors" in run([*pyright, "train.py"], cwd=project, env=clean_env())
+    for checker, error in ((mypy, 'expression has type "int", variable has type "str"'), (pyright, '"int" is not')):
+        wrong = subprocess.run([*map(str, checker), "wrong.py"], cwd=project, env=clean_env(), capture_output=True)
+        assert wrong.returncode == 1 and error in wrong.stdout.decode(), wrong.stdout.decode()
+
+
+PLATFORMS = {
+    "Linux x86_64": "manylinux_2_17_x86_64",
+    "Linux aarch64": "manylinux_2_17_aarch64",
+    "macOS arm64": "macosx_11_0_arm64",
+    "macOS x86_64": "macosx_10_13_x86_64",
+}
+
+
+@pytest.mark.parametrize("python_version", ["3.10", "3.13"])
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("extra", ["testing", "test"])
+def test_the_extra_installs_from_wheels_alone(
+    extra: str, platform: str, python_version: str, dists: Dists, tmp_path: Path
+) -> None:
+    """`pip install 'cluster-topology[EXTRA]'` needs no compiler: every requirement has a wheel there."""
+    requirements = dists.requirements(extra)
+    assert len(requirements) > 1  # the dependencies and the extra's own
+    run(
+        [
+            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--target", tmp_path / "target",
+            "--only-binary=:all:", "--platform", PLATFORMS[platform], "--implementation", "cp",
+            "--python-version", python_version, *requirements,
+        ],
+        cwd=tmp_path,
+    )  # fmt: skip
