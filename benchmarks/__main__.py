@@ -15,6 +15,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RUNS = [
     (
+        "start-up in instructions (valgrind callgrind): import + one resolve, and the CLI, vs import attrs",
+        ["bench_callgrind.py"],
+    ),
+    (
         "start-up: import + one resolve, vs import attrs, python -c pass and Lightning",
         ["bench_startup.py", "--runs", "30"],
     ),

@@ -11,10 +11,9 @@ authors), `resolver.testing`, `resolver.hostlist`, `resolver.errors`, `resolver.
 `resolver.requeue` and `resolver.integrations`.
 """
 
-from resolver._apply import Applied, apply
-from resolver._detect import Candidate, Explanation, explain, resolve
-from resolver._spawn import spawn
-from resolver._validate import validate
+from typing import TYPE_CHECKING, Any
+
+from resolver._detect import resolve
 from resolver.errors import (
     HostlistSyntaxError,
     InvalidSettings,
@@ -28,7 +27,37 @@ from resolver.errors import (
 from resolver.sources import Detection, Source
 from resolver.topology import SCHEMA, Topology
 
+if TYPE_CHECKING:
+    from resolver._apply import Applied, apply
+    from resolver._explain import Candidate, Explanation, explain
+    from resolver._spawn import spawn
+    from resolver._validate import validate
+
 __version__ = "0.1.0"
+
+# Resolving needs only `resolve`; the rest of the API is imported on first use.
+_LAZY = {
+    "Applied": "resolver._apply",
+    "apply": "resolver._apply",
+    "Candidate": "resolver._explain",
+    "Explanation": "resolver._explain",
+    "explain": "resolver._explain",
+    "spawn": "resolver._spawn",
+    "validate": "resolver._validate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'resolver' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "SCHEMA",

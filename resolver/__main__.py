@@ -15,7 +15,8 @@ from typing import Any
 
 from resolver import __version__
 from resolver._apply import variables
-from resolver._detect import explain, resolve
+from resolver._detect import resolve
+from resolver._explain import explain
 from resolver._torchrun import render_torchrun
 from resolver._validate import validate
 from resolver.errors import InvalidVariable, TopologyError

@@ -41,7 +41,10 @@ def top_level(path: Path) -> tuple[set[str], set[str]]:
     """(names defined at top level, names imported at top level) of a module's source."""
     defined: set[str] = set()
     imported: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    body = ast.parse(path.read_text()).body
+    # a facade imports lazily: the names it imports under `if TYPE_CHECKING:` are its too
+    nodes = [*body, *(inner for node in body if isinstance(node, ast.If) for inner in node.body)]
+    for node in nodes:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
         elif isinstance(node, ast.Assign):

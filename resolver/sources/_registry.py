@@ -22,22 +22,25 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 if TYPE_CHECKING:
     from resolver.sources import Source
 
 __all__ = ["DEFAULT", "DETECTION_ORDER", "ON_REQUEST", "SCHEDULERS", "Entry"]
 
 
-@attrs.frozen
 class Entry:
     """One built-in source: its name, `module:Class`, and the variables that make it a candidate."""
 
-    name: str
-    target: str
-    candidates: tuple[str, ...] = ()  # empty: always a candidate (the default)
-    auto: bool = True
+    __slots__ = ("auto", "candidates", "name", "target")
+
+    def __init__(self, name: str, target: str, candidates: tuple[str, ...] = (), *, auto: bool = True) -> None:
+        self.name = name
+        self.target = target
+        self.candidates = candidates  # empty: always a candidate (the default)
+        self.auto = auto
+
+    def __repr__(self) -> str:
+        return f"Entry({self.name!r}, {self.target!r}, {self.candidates!r}, auto={self.auto!r})"
 
     def is_candidate(self, environ: Mapping[str, str]) -> bool:
         return not self.candidates or any(name in environ for name in self.candidates)

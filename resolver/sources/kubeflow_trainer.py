@@ -41,7 +41,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["KubeflowTrainer", "nproc_per_node"]
+__all__ = ["DEVICE_KINDS", "NAME", "SINGLE_NODE_ADDRESS", "KubeflowTrainer", "nproc_per_node"]
 
 NAME = "kubeflow_trainer"
 DEVICE_KINDS = ("auto", "cpu", "gpu")  # torchrun counts these itself

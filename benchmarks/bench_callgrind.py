@@ -1,0 +1,74 @@
+"""Start-up cost in instructions, side by side with `python -c "import attrs"` (the one runtime dependency).
+
+    python benchmarks/bench_callgrind.py
+
+Each command runs once under `valgrind --tool=callgrind` and the table gives the instructions it
+executed (callgrind's `Ir` total) and their ratio to the floor. Instruction counts do not move with
+the load of a noisy machine, unlike wall time; a run of the same command twice differs by well under
+1 %. Every command runs with the same small environment (PATH, HOME, PYTHONPATH) plus the launcher's
+variables, so site-packages and `.pth` files cost the same on both sides. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.bench_startup import SLURM, TORCHRUN
+
+ROOT = Path(__file__).resolve().parents[1]
+RESOLVE = "import os, resolver; resolver.resolve(os.environ)"
+CASES = [  # (name, arguments to python, launcher variables)
+    ("import attrs (floor)", ["-c", "import attrs"], {}),
+    ("resolve: default", ["-c", RESOLVE], {}),
+    ("resolve: torchrun", ["-c", RESOLVE], TORCHRUN),
+    ("resolve: slurm", ["-c", RESOLVE], SLURM),
+    ("python -m resolver --format env", ["-m", "resolver", "--format", "env"], TORCHRUN),
+]
+GOALS = {"resolve": 1.12, "python -m resolver": 1.25}  # issue 14's goals, as ratios to the floor
+
+
+def instructions(arguments: list[str], variables: dict[str, str]) -> int:
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "PYTHONPATH": str(ROOT),
+        **variables,
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, *arguments],
+            env=environ,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{arguments} failed under valgrind:\n{done.stderr[-2000:]}")
+        match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        if match is None:
+            raise SystemExit(f"no instruction total in callgrind's output for {arguments}")
+        return int(match[1])
+
+
+def main() -> int:
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind): skipped")
+        return 0
+    counts = {name: instructions(arguments, variables) for name, arguments, variables in CASES}
+    floor = counts["import attrs (floor)"]
+    print(f"{'command':<34} {'instructions':>14} {'vs attrs':>9}  goal")
+    for name, count in counts.items():
+        goal = next((f"<= {g:.2f}x" for prefix, g in GOALS.items() if name.startswith(prefix)), "")
+        print(f"{name:<34} {count:>14,} {count / floor:>8.3f}x  {goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
