@@ -1,0 +1,60 @@
+"""Sphinx configuration of the documentation site: Markdown pages (MyST), the Furo theme, and the
+API reference generated from the docstrings (autodoc).
+
+Build it strictly (warnings are errors), as CI does:
+    pip install -e '.[docs]' && python -m sphinx -W --keep-going -b html docs site
+"""
+
+import re
+
+from sphinx.application import Sphinx
+
+import resolver
+
+project = "cluster-topology"
+author = "The cluster-topology maintainers"
+project_copyright = "2026, The cluster-topology maintainers"
+version = release = resolver.__version__
+
+extensions = ["myst_parser", "sphinx.ext.autodoc"]
+source_suffix = {".md": "markdown"}
+myst_heading_anchors = 3  # [text](page.md#a-heading) links, checked by the build
+default_role = "code"  # docstrings write `name` for code, as Markdown does
+
+# The integrations import their optional dependencies at import time; the reference documents
+# them without installing torch, Lightning, mpi4py or torch_xla.
+autodoc_mock_imports = ["torch", "lightning", "mpi4py", "torch_xla"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+
+html_theme = "furo"
+html_title = f"cluster-topology {release}"
+html_copy_source = False  # the pages' Markdown is in the repository; the site needs only the HTML
+
+
+# The docstrings are written as plain text that reads well in help() and as Markdown: a list may
+# follow its paragraph's last line, an example is a block indented by four spaces, and a code span
+# may take a suffix (`InvalidVariable`s). reStructuredText, which autodoc parses, wants a blank
+# line before a list, `::` before a literal block and an escape after a span; this adds them.
+CODE_SPAN_WITH_SUFFIX = re.compile(r"(`[^`\s][^`]*`)(?=\w)")
+
+
+def markdown_docstring_to_rst(  # noqa: PLR0917 - the positional signature of Sphinx's event
+    app: Sphinx, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """The `autodoc-process-docstring` handler: changes the docstring's `lines` in place."""
+    out: list[str] = []
+    for line in lines:
+        previous = out[-1] if out else ""
+        if line.startswith("- ") and previous.strip() and not previous.startswith(("- ", "  ")):
+            out.append("")
+        if line.startswith("    ") and not previous.strip():
+            last_text = next((earlier for earlier in reversed(out) if earlier.strip()), "")
+            if last_text and not last_text.startswith(" ") and not last_text.endswith("::"):
+                out.extend(["::", ""])
+        out.append(CODE_SPAN_WITH_SUFFIX.sub(r"\1\\ ", line))
+    lines[:] = out
+
+
+def setup(app: Sphinx) -> None:
+    app.connect("autodoc-process-docstring", markdown_docstring_to_rst)

@@ -1,0 +1,156 @@
+"""The documentation site is a contract, like the README: every example on it runs as written.
+
+- ```python blocks run, page by page, in a fresh interpreter, in order and in one namespace (a
+  block may use what an earlier block of its page defined); a block that starts with `>>>` is a
+  doctest, so what it shows printed is what prints; `test_*` functions a page defines are called.
+- ```console blocks: each `$ command` runs in bash from the repository's root, and prints
+  exactly the lines that follow it on the page.
+- ```bash blocks are commands to type (install, build): each line is one CI runs (.ci/run) or
+  one of the README's.
+CI builds the site itself with warnings as errors (.ci/run), which checks links and references.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integrations import require_module
+from tests.test_exports import public_modules
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(path for path in DOCS.rglob("*.md") if "_build" not in path.parts)
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+AUTOMODULE = re.compile(r"^\.\. automodule:: (\S+)$", re.M)
+
+# Runs a page's python blocks in one namespace: doctests checked, other blocks executed, then the
+# test functions called. A failure exits non-zero with the doctest report or the traceback.
+DRIVER = """
+import doctest, json, sys
+page, blocks = sys.argv[1], json.loads(sys.argv[2])
+namespace = {"__name__": "__docs__"}
+for index, block in enumerate(blocks):
+    name = f"{page}, python block {index + 1}"
+    if block.lstrip().startswith(">>>"):
+        test = doctest.DocTestParser().get_doctest(block, namespace, name, page, 0)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        if runner.run(test, clear_globs=False).failed:
+            sys.exit(1)
+        namespace.update(test.globs)
+    else:
+        exec(compile(block, name, "exec"), namespace)
+for key, value in list(namespace.items()):
+    if key.startswith("test_") and callable(value):
+        value()
+print("ran", len(blocks), "blocks")
+"""
+
+
+def blocks(page: Path, language: str) -> list[str]:
+    return [body for lang, body in FENCE.findall(page.read_text()) if lang == language]
+
+
+def base_env() -> dict[str, str]:
+    """A plain environment: no launcher's variables, the checkout first on the path."""
+    keep = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "CI") if key in os.environ}
+    return {**keep, "PYTHONPATH": str(ROOT)}
+
+
+def page_id(page: Path) -> str:
+    return page.relative_to(DOCS).as_posix()
+
+
+def test_the_site_has_the_pages_the_issue_asks_for() -> None:
+    names = {page_id(page) for page in PAGES}
+    required = {"index.md", "quickstart.md", "testing.md", "cli.md", "devices.md", "guarantees.md"}
+    assert required <= names
+    assert {"launchers/torchelastic.md", "launchers/slurm.md", "launchers/mpi.md"} <= names
+    assert any(name.startswith("reference/") for name in names)
+
+
+PYTHON_PAGES = [page for page in PAGES if blocks(page, "python")]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=page_id)
+def test_the_python_examples_run(page: Path) -> None:
+    code = blocks(page, "python")
+    text = "\n".join(code)
+    if re.search(r"^\s*(import|from) torch\b", text, re.M):
+        require_module("torch", "torch")
+    if re.search(r"^\s*(import|from) lightning\b", text, re.M):
+        require_module("lightning", "lightning")
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, page_id(page), json.dumps(code)],
+        cwd=ROOT,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.stdout.splitlines()[-1] == f"ran {len(code)} blocks"
+
+
+def commands(block: str) -> list[tuple[str, str]]:
+    """The `$ command` lines of a console block, each with the output shown after it."""
+    pairs: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            pairs.append((line[2:], []))
+        else:
+            assert pairs, f"output before any command: {line!r}"
+            pairs[-1][1].append(line)
+    return [(command, "\n".join(output)) for command, output in pairs]
+
+
+CONSOLE = [
+    pytest.param(command, shown, id=f"{page_id(page)}: {command[:60]}")
+    for page in PAGES
+    for block in blocks(page, "console")
+    for command, shown in commands(block)
+]
+
+
+@pytest.mark.parametrize(("command", "shown"), CONSOLE)
+def test_the_console_examples_print_what_the_page_shows(command: str, shown: str) -> None:
+    out = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=base_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    printed = "\n".join(line.rstrip() for line in out.stdout.splitlines())
+    assert printed == "\n".join(line.rstrip() for line in shown.splitlines())
+
+
+def test_the_shell_commands_are_the_ones_ci_runs() -> None:
+    known = (ROOT / ".ci" / "run").read_text() + (ROOT / "README.md").read_text()
+    lines = [line for page in PAGES for block in blocks(page, "bash") for line in block.splitlines()]
+    assert lines
+    for line in lines:
+        assert line in known, f"{line!r} is neither in .ci/run nor in the README"
+
+
+def test_the_reference_documents_every_public_module() -> None:
+    """A public module (no part of its path starts with `_`) gets a reference page; a private one does not."""
+    documented = {name for page in (DOCS / "reference").glob("*.md") for name in AUTOMODULE.findall(page.read_text())}
+    assert documented == set(public_modules())
+
+
+def test_ci_builds_the_site_strictly_with_the_readmes_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "awk '/<!-- docs-command/" in ci
+    command = readme.split("<!-- docs-command", 1)[1].splitlines()[2]
+    assert command.startswith("pip install -e '.[docs]' && python -m sphinx -W ")
+    assert command.endswith(" docs site")
