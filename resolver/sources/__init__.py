@@ -56,6 +56,7 @@ __all__ = [
     "present",
     "read_job_facts",
     "registered",
+    "scheduler_endpoint",
     "text",
 ]
 
@@ -191,6 +192,23 @@ A scheduler module (SLURM, LSF, Grid Engine, PBS, Flux, a cloud platform...) giv
 them over whatever launcher started the process (mpirun inside sbatch gets SLURM's job id). Only
 the fields in `JOB_FIELDS` may appear.
 """
+
+
+def scheduler_endpoint(environ: Environ, probes: Probes, *, one_node: bool) -> JobFacts:
+    """The main address and port a scheduler gives the MPI ranks inside its allocation, with origins.
+
+    Asks the registry's `ENDPOINTS` in order; the first candidate that answers wins; {} if none does.
+    `one_node` (every rank on this node) lets it read files that only some hosts have: then every
+    rank sees the same file system, so all of them skip the MPI exchange, or none does.
+    """
+    from resolver.sources._registry import ENDPOINTS
+
+    for entry in ENDPOINTS:
+        if entry.is_candidate(environ):
+            found: JobFacts = entry.attribute()(environ, probes, one_node=one_node)
+            if found:
+                return found
+    return {}
 
 
 def read_job_facts(environ: Environ, table: tuple[tuple[str, str], ...], *, restart: str | None = None) -> JobFacts:

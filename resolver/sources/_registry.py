@@ -10,7 +10,8 @@ Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM
 the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) > the default.
 Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
-process that another launcher started (mpirun inside sbatch).
+process that another launcher started (mpirun inside sbatch), and `ENDPOINTS` those whose
+`main_endpoint` gives MPI ranks inside their allocation a main address and port (Grid Engine).
 
 To add a built-in source: its module under `resolver/sources/`, one line below, its builder module
 under `resolver/testing/`, its tests (see "Adding a source" in the README).
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from resolver.sources import Source
 
-__all__ = ["DEFAULT", "DETECTION_ORDER", "ON_REQUEST", "SCHEDULERS", "Entry"]
+__all__ = ["DEFAULT", "DETECTION_ORDER", "ENDPOINTS", "ON_REQUEST", "SCHEDULERS", "Entry"]
 
 
 class Entry:
@@ -76,7 +77,12 @@ DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
 SCHEDULERS: tuple[Entry, ...] = (
     Entry("slurm", "resolver.sources.slurm:job_facts", ("SLURM_JOB_ID",)),
     Entry("lsf", "resolver.sources.lsf:job_facts", ("LSB_JOBID",)),
+    Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
 )
+# Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:
+# `module:main_endpoint(environ, probes, *, one_node)` functions, nearest first; the first candidate
+# that answers wins (see `resolver.sources.scheduler_endpoint`).
+ENDPOINTS: tuple[Entry, ...] = (Entry("gridengine", "resolver.sources.gridengine:main_endpoint", ("SGE_TASK_ID",)),)
 ON_REQUEST: tuple[Entry, ...] = (
     Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
     Entry("xla", "resolver.sources.xla:Xla", auto=False),

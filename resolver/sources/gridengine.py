@@ -18,17 +18,17 @@ slave host a ``qrsh -inherit`` task sees only that host's), not processes. So:
 - MPI ranks started inside a parallel environment (Open MPI's ``mpirun`` reads ``PE_HOSTFILE``
   and starts remote daemons with ``qrsh -inherit``; MPICH's Hydra picks its SGE launcher by
   itself) are MPI's: the MPI source, earlier in the detection order, resolves them, and this
-  source declines. Grid Engine adds what it knows through three functions the registry gives
-  the MPI source: `job_facts` (the job's ids, array task and restart flag, with their
-  variables), `default_port`, and `main_host`, the first host of ``PE_HOSTFILE`` (the master
-  task's host, where Open MPI and Hydra both put rank 0). The file exists only on the master
-  host, so `main_host` answers None elsewhere (the ``read_text`` probe fails) and the MPI
-  exchange gives rank 0's address instead. Ranks never disagree about meeting in a collective:
-  on one node (local size = world size) they all see the same file system, and across nodes the
-  node ranks need the exchange anyway, where rank 0 sends the address it read.
+  source declines. Grid Engine adds what it knows through the registry: `job_facts` (the job's
+  ids, array task and restart flag, with their variables: ``SCHEDULERS``) and `main_endpoint`
+  (``ENDPOINTS``): the port from the job id (`default_port`), and, when every rank is on one
+  node, the first host of ``PE_HOSTFILE`` (`main_host`), the master task's host, where Open MPI
+  and Hydra both put rank 0. Those ranks then need no MPI exchange at all. The file exists only
+  on the master host (elsewhere the ``read_text`` probe fails and `main_host` answers None), so
+  across nodes the address is left to the MPI exchange, which the node ranks need anyway: a file
+  that only some ranks can read must not decide which ranks join a collective.
 - A process with ``WORLD_SIZE``, ``RANK`` or ``LOCAL_RANK`` set was started by a launcher inside
   the job (DeepSpeed's, Lightning's spawned workers, your own ``qrsh -inherit`` wrapper): this
-  source declines and the default source reads those variables.
+  source declines and the default source reads those variables (the job's facts laid over).
 
 Detection: ``JOB_ID`` and ``SGE_TASK_ID`` both set (Grid Engine's execd sets both for every job;
 a shell on a submit host has only ``SGE_ROOT``/``SGE_CELL``), and no MPI launcher's variables.
@@ -53,12 +53,12 @@ a processor/binding column or "UNDEFINED"); the rest measured on Debian 12's gri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.environ import ADDRESS_RE
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection
+from resolver.sources import Builder, Detection, JobFacts
 from resolver.sources.mpi import launcher as mpi_launcher
 from resolver.topology import Topology
 
@@ -76,11 +76,11 @@ __all__ = [
     "RANK_VARIABLES",
     "RESTART_FLAGS",
     "UNDEFINED",
-    "Facts",
     "GridEngine",
     "default_port",
     "in_job",
     "job_facts",
+    "main_endpoint",
     "main_host",
     "pe_hosts",
 ]
@@ -98,7 +98,6 @@ RESTART_FLAGS = {"0": 0, "1": 1, "2": 1}  # RESTARTED -> restart_count (at least
 RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
 
 _NOT_IN_A_JOB = Detection(False, "not a Grid Engine job: JOB_ID and SGE_TASK_ID are not set", ())
-Facts = dict[str, tuple[Any, str]]  # Topology field -> (value, origin)
 
 
 def in_job(environ: Mapping[str, str]) -> bool:
@@ -121,7 +120,7 @@ def _task(environ: Mapping[str, str]) -> int | None:
     )
 
 
-def job_facts(environ: Mapping[str, str]) -> Facts:
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """The job's facts with their origins: job id and name, array job and task, restart count.
 
     Empty outside a Grid Engine job; a malformed value is an `InvalidVariable` naming it.
@@ -129,7 +128,7 @@ def job_facts(environ: Mapping[str, str]) -> Facts:
     if not in_job(environ):
         return {}
     job = _job_id(environ)
-    facts: Facts = {"job_id": (str(job), "env:JOB_ID")}
+    facts: JobFacts = {"job_id": (str(job), "env:JOB_ID")}
     name = env.optional_text(environ, "JOB_NAME")
     if name is not None:
         facts["job_name"] = (name, "env:JOB_NAME")
@@ -199,6 +198,21 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     return first, f"formula:first host of {HOSTFILE} ({path})"
 
 
+def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
+    """What Grid Engine gives the MPI ranks inside its job: the job's port, and on one node the first PE host.
+
+    Across nodes the address is left to the MPI exchange, which the node ranks need anyway: a file
+    that only the master host has must not decide whether a rank joins a collective.
+    """
+    if not in_job(environ):
+        return {}
+    found: JobFacts = {"main_port": default_port(environ)}
+    host = main_host(environ, probes) if one_node else None
+    if host is not None:
+        found["main_address"] = host
+    return found
+
+
 def _mpi_rank(environ: Mapping[str, str]) -> str | None:
     """The MPI launcher variable that makes this process one rank of several, or None."""
     found = mpi_launcher(environ)
@@ -256,8 +270,7 @@ class GridEngine:
         if not facts:
             _job_id(environ)  # names whichever detection variable is missing
             _task(environ)
-        for field, (value, origin) in facts.items():
-            b.set(field, value, origin)
+        b.facts(facts)
         one = "source:gridengine: Grid Engine starts one process per job, array task or qrsh and numbers none"
         for field in ("world_size", "local_world_size", "num_nodes"):
             b.set(field, 1, one)

@@ -38,7 +38,7 @@ import attrs
 from resolver import environ as env
 from resolver.environ import ADDRESS_RE
 from resolver.errors import ProbeFailed, TopologyError
-from resolver.sources import Builder, Detection
+from resolver.sources import Builder, Detection, scheduler_endpoint
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -253,6 +253,8 @@ class _Resolution:
                     b.set("local_rank", values["global_rank"], f"formula:global rank {one_node}")
         b.optional_address("MASTER_ADDR")
         b.optional_port("MASTER_PORT")
+        if "main_address" not in b.values or "main_port" not in b.values:
+            self.scheduler_endpoint()  # a scheduler around the launch (Grid Engine) may know them
 
         if any(field not in b.values for field in _FROM_THE_COMM):
             self.check_before_the_comm()
@@ -262,6 +264,14 @@ class _Resolution:
             else:
                 self.gather(comm, rank, size)
         return b.build()
+
+    def scheduler_endpoint(self) -> None:
+        """The main address and port the scheduler around the launch gives, where the environment has none."""
+        values = self.b.values
+        one_node = values.get("num_nodes") == 1  # set above only when every rank is on this node
+        for field, (value, origin) in scheduler_endpoint(self.environ, self.probes, one_node=one_node).items():
+            if field in ("main_address", "main_port") and field not in values:
+                self.b.set(field, value, origin)
 
     def check_before_the_comm(self) -> None:
         """Build a record with stand-ins for what the comm will give, so that a bad variable is named

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver import InvalidSettings, InvalidVariable, MissingVariable, ProbeFailed
+from resolver import testing as rt
 from resolver.sources import gridengine as ge
 from tests.conftest import CAPTURES_HPC, CAPTURES_LOCAL, read_capture
 
@@ -159,6 +160,71 @@ def test_hydra_ranks_in_a_pe_are_mpi(rank: int) -> None:
     assert environ["PMI_RANK"] == str(rank)
     assert resolver.explain(environ).chosen == "mpi"
     assert "MPI_LOCALNRANKS" in ge.GridEngine().detect(environ).reason
+
+
+def on_master_host(environ: dict[str, str], text: str) -> probes.Probes:
+    """The probes of a rank on the master host: its PE_HOSTFILE is there, and nothing else is asked."""
+    return probes.fake(files={environ["PE_HOSTFILE"]: text})
+
+
+@pytest.mark.parametrize(
+    ("folder", "pattern", "pe_hostfile", "job_id"),
+    [
+        (HPC, "b_openmpi/rank{}.env", HPC / "b_openmpi/rank0.pe_hostfile", "3"),
+        (LOCAL, "pe/hydra-rank{}.env", LOCAL / "pe/jobscript.pe_hostfile", "4"),
+    ],
+    ids=["openmpi", "hydra"],
+)
+def test_mpi_ranks_on_the_master_host_need_no_exchange(
+    folder: Path, pattern: str, pe_hostfile: Path, job_id: str
+) -> None:
+    truths = {t["file"]: t for t in json.loads((HPC / "truth.json").read_text())}
+    for rank in range(4):
+        environ = read_capture(folder / pattern.format(rank))
+        t = resolver.resolve(environ, on_master_host(environ, pe_hostfile.read_text()))  # no comm: no exchange
+        assert (t.source, t.global_rank, t.world_size, t.local_rank, t.node_rank, t.num_nodes) == (
+            "mpi",
+            rank,
+            4,
+            rank,
+            0,
+            1,
+        )
+        assert (t.main_address, t.main_port) == ("vm", port(int(job_id)))
+        assert t.provenance["main_address"] == f"formula:first host of PE_HOSTFILE ({environ['PE_HOSTFILE']})"
+        assert (t.job_id, t.provenance["job_id"], t.restart_count) == (job_id, "env:JOB_ID", 0)
+        truth = truths.get(pattern.format(rank))
+        if truth is not None:
+            assert (t.global_rank, t.world_size, t.main_address) == (
+                truth["global_rank"],
+                truth["world_size"],
+                truth["main_host"],
+            )
+
+
+def test_mpi_ranks_off_the_master_host_take_rank_0s_address_from_the_exchange() -> None:
+    sge = {k: v for k, v in TWO_HOSTS.items() if k not in ("NHOSTS", "NQUEUES")}
+    job = rt.openmpi_job(np=4, hosts=("node1", "node2"), slots=2)
+    # the PE_HOSTFILE is on node1 only; each rank gets Grid Engine's variables, as Open MPI forwards them
+    processes = tuple(
+        attrs.evolve(
+            p, environ={**p.environ, **sge}, files={sge["PE_HOSTFILE"]: HOSTFILE} if p.hostname == "node1" else {}
+        )
+        for p in job
+    )
+    found = attrs.evolve(job, processes=processes).resolve()
+    rt.assert_consistent(found)
+    assert {(t.main_address, t.main_port) for t in found} == {("node1", port(4711))}
+    assert [t.node_rank for t in found] == [0, 0, 1, 1]
+    assert {t.provenance["main_port"] for t in found} == {ge.default_port(sge)[1]}
+    assert {t.job_id for t in found} == {"4711"}
+
+
+def test_one_node_without_the_file_takes_the_exchange_on_every_rank() -> None:
+    job = rt.openmpi_job(np=2, hosts=("node2",), slots=2)
+    processes = tuple(attrs.evolve(p, environ={**p.environ, **TWO_HOSTS}) for p in job)
+    found = attrs.evolve(job, processes=processes).resolve()
+    assert {(t.main_address, t.main_port) for t in found} == {("node2", port(4711))}
 
 
 @pytest.mark.parametrize(
