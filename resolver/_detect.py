@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -154,9 +154,7 @@ def resolve(
         raise TypeError(f"environ must be a Mapping[str, str], got {type(environ).__name__}")
     chosen, notes = _choose(environ, source)
     if probes is None:
-        from probes import system
-
-        probes = system(timeout=PROBE_TIMEOUT)
+        probes = cast("Probes", _LiveOnFirstUse())  # answers every probe question as the live bundle does
     topology = chosen.resolve(environ, probes)
     if not isinstance(topology, Topology):
         raise TopologyError(f"source {chosen.name!r} returned {type(topology).__name__}, not a Topology")
@@ -164,6 +162,22 @@ def resolve(
     if notes:
         changes["warnings"] = (*notes, *topology.warnings)
     return attrs.evolve(topology, **changes) if changes else topology
+
+
+class _LiveOnFirstUse:
+    """The live probes, made on the first question: a source that asks none (torchrun) imports none."""
+
+    __slots__ = ("_bundle",)
+
+    def __init__(self) -> None:
+        self._bundle: Probes | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._bundle is None:
+            from probes import system
+
+            self._bundle = system(timeout=PROBE_TIMEOUT)
+        return getattr(self._bundle, name)
 
 
 def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology) -> dict[str, Any]:

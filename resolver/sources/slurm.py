@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Literal
 from resolver import environ as env
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources.mpi import started_by_mpirun
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -54,6 +53,7 @@ __all__ = [
     "HOSTFILE",
     "INTERACTIVE_NAMES",
     "JOB_VARIABLES",
+    "MPIRUN_MARKERS",
     "NAME",
     "PORT_SCHEMES",
     "STEP_STRIDE",
@@ -67,6 +67,9 @@ NAME = "slurm"
 INTERACTIVE_NAMES = ("bash", "interactive")
 DEFAULT_PORT = 12910
 PORT_SCHEMES = ("lightning", "step")
+# the variables only mpirun/mpiexec write (the markers of the MPI module's mpirun-only launchers; a
+# test keeps the two equal)
+MPIRUN_MARKERS = ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 STEP_STRIDE = 7919  # prime to 10000: steps 0..9999 of one job get distinct ports
 HOSTFILE = "SLURM_HOSTFILE"
 
@@ -110,6 +113,15 @@ JOB_VARIABLES = (
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """The job's id, name, step, array ids and requeue count, for any process inside a SLURM job."""
     return read_job_facts(environ, JOB_VARIABLES, restart="SLURM_RESTART_COUNT")
+
+
+def _started_by_mpirun(environ: Mapping[str, str]) -> str | None:
+    """`resolver.sources.mpi.started_by_mpirun`, importing the MPI module only where an mpirun marker is set."""
+    if not any(marker in environ for marker in MPIRUN_MARKERS):
+        return None
+    from resolver.sources.mpi import started_by_mpirun
+
+    return started_by_mpirun(environ)
 
 
 def _arbitrary(environ: Mapping[str, str]) -> bool:
@@ -196,7 +208,7 @@ class Slurm:
                 f"SLURM_JOB_NAME={name} with one task: an interactive shell (srun --pty bash / salloc)",
                 ("SLURM_JOB_NAME", tasks_var),
             )
-        marker = started_by_mpirun(environ)
+        marker = _started_by_mpirun(environ)
         if marker is not None:
             return Detection(
                 False,

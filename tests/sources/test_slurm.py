@@ -340,3 +340,9 @@ def test_an_unreadable_or_empty_hostfile_is_an_error_not_the_first_node() -> Non
     with pytest.raises(InvalidVariable) as bad:
         resolver.resolve(ARBITRARY, probes.fake(files={"/tmp/hf": "ci[2-\n"}))
     assert bad.value.variable == "SLURM_HOSTFILE"
+
+
+def test_the_mpirun_markers_are_the_mpi_module_s() -> None:
+    from resolver.sources import mpi, slurm
+
+    assert tuple(found.marker for found in mpi.LAUNCHERS if found.mpirun_only) == slurm.MPIRUN_MARKERS
