@@ -13,7 +13,7 @@ import probes
 import resolver
 from resolver import InvalidVariable, TopologyError
 from resolver.__main__ import main
-from tests.conftest import captures, read_capture
+from tests.conftest import CAPTURES_HPC, captures, read_capture
 
 COUNT, INDEX, PORT, ADDRESS = "count", "index", "port", "address"
 NUMBER_GARBAGE = ["", " ", " 1", "1 ", "+1", "1.0", "0x1", "1_0", "1e3", "٣", "１", "9" * 5000, "abc", "1\n"]
@@ -43,6 +43,20 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MASTER_ADDR": ADDRESS,
             "MASTER_PORT": PORT,
             "TORCHELASTIC_RESTART_COUNT": INDEX,
+        },
+    ),
+    "deepspeed": (
+        read_capture(CAPTURES_HPC / "deepspeed/single-node-num-gpus-2/rank1.env"),
+        probes.fake(),
+        {
+            "WORLD_SIZE": COUNT,
+            "RANK": INDEX,
+            "LOCAL_RANK": INDEX,
+            "LOCAL_SIZE": COUNT,
+            "CROSS_RANK": INDEX,
+            "CROSS_SIZE": COUNT,
+            "MASTER_ADDR": ADDRESS,
+            "MASTER_PORT": PORT,
         },
     ),
     "slurm": (

@@ -6,8 +6,9 @@ of those variables is set, so a torchrun worker never imports the SLURM or MPI m
 variables are a sound filter, not the rule: the source's own `detect()` decides, and
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > SLURM > LSF > MPI > Grid Engine >
-the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) > the default.
+Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > MPI >
+Grid Engine > the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) >
+the default.
 Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
 process that another launcher started (mpirun inside sbatch), and `ENDPOINTS` those whose
@@ -59,6 +60,7 @@ class Entry:
 
 DETECTION_ORDER: tuple[Entry, ...] = (
     Entry("torchelastic", "resolver.sources.torchelastic:TorchElastic", ("TORCHELASTIC_RUN_ID", "GROUP_RANK")),
+    Entry("deepspeed", "resolver.sources.deepspeed:DeepSpeed", ("CROSS_RANK",)),
     Entry("slurm", "resolver.sources.slurm:Slurm", ("SLURM_NTASKS",)),
     Entry("lsf", "resolver.sources.lsf:Lsf", ("JSM_NAMESPACE_SIZE",)),
     Entry(

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resolver.schema import topology_schema
+from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
@@ -69,6 +70,8 @@ __all__ = [
     "LAUNCHERS",
     "NONDETERMINISTIC",
     "Allocation",
+    "DeepSpeedLaunch",
+    "DeepSpeedWorker",
     "Job",
     "KubeflowLaunch",
     "KubeflowPod",
@@ -87,6 +90,8 @@ __all__ = [
     "TorchrunLaunch",
     "TorchrunWorker",
     "assert_consistent",
+    "deepspeed_env",
+    "deepspeed_job",
     "jobs",
     "kubeflow_env",
     "kubeflow_job",

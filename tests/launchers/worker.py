@@ -1,7 +1,7 @@
 """One rank of a real launch: resolve, check against the launcher's own truth, form a gloo group.
 
 Prints one JSON line: {"topology": Topology.to_dict(), "sum": all_reduce result, "truth": {...}}.
-`--truth torchelastic|slurm|mpi` says which launcher variables are the truth to compare with.
+`--truth torchelastic|slurm|deepspeed` says which launcher variables are the truth to compare with.
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ def truth(kind: str) -> dict[str, int]:
             "local_rank": int(env["SLURM_LOCALID"]),
             "node_rank": int(env["SLURM_NODEID"]),
         }
+    if kind == "deepspeed":
+        return {
+            "world_size": int(env["WORLD_SIZE"]),
+            "global_rank": int(env["RANK"]),
+            "local_rank": int(env["LOCAL_RANK"]),
+            "local_world_size": int(env["LOCAL_SIZE"]),
+            "node_rank": int(env["CROSS_RANK"]),
+            "num_nodes": int(env["CROSS_SIZE"]),
+        }
     raise SystemExit(f"unknown truth {kind!r}")
 
 
@@ -39,9 +48,12 @@ def main() -> int:
     parser.add_argument("--truth", required=True)
     parser.add_argument("--no-group", action="store_true", help="resolve only, no process group")
     parser.add_argument("--out", help="write DIR/<pid>.json instead of printing (workers sharing a pipe interleave)")
+    parser.add_argument("--local_rank", type=int, help="what DeepSpeed's launcher adds to argv")
     args = parser.parse_args()
     topology = resolver.resolve(os.environ)
     out: dict[str, object] = {"topology": topology.to_dict(), "truth": truth(args.truth)}
+    if args.local_rank is not None:
+        out["argv_local_rank"] = args.local_rank
     if not args.no_group:
         import torch
         import torch.distributed as dist

@@ -61,7 +61,8 @@ def test_shells_and_batch_scripts_go_to_the_default(path: Path) -> None:
     assert any("srun command is available (/usr/bin/srun)" in w for w in t.warnings)
     if why == "batch script":
         assert any("batch script itself" in w for w in t.warnings)
-    reason = resolver.explain(read_capture(path)).candidates[1].detection.reason
+    (slurm,) = [c for c in resolver.explain(read_capture(path)).candidates if c.name == "slurm"]
+    reason = slurm.detection.reason
     assert {"batch script": "batch script itself", "salloc shell": "salloc shell"}.get(
         why, "interactive shell"
     ) in reason

@@ -1,0 +1,87 @@
+"""DeepSpeed's launcher (``deepspeed script.py``): ranks and nodes from the variables it writes per worker.
+
+``deepspeed`` does not use torchrun: its runner starts ``deepspeed.launcher.launch`` on each node
+(through pdsh, or directly with ``--no_ssh --node_rank N``), and that starts one worker per slot
+with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_SIZE`` (the node's worker count),
+``CROSS_RANK`` (the node's index), ``CROSS_SIZE`` (the node count), ``MASTER_ADDR`` and
+``MASTER_PORT`` (``--master_addr``/``--master_port``; 127.0.0.1 and 29500 on one node), and adds
+``--local_rank=N`` to the worker's argv (unless ``--no_local_rank``). Without this source those
+workers resolve through the default one with node rank 0 on every node.
+
+Detection: ``CROSS_RANK`` and ``CROSS_SIZE`` both set. Only ``deepspeed.launcher.launch`` writes
+them (its other runners, ``--launcher openmpi|mpich|impi|slurm|mvapich``, start the workers with
+the MPI launcher or srun and export ``RANK``/``WORLD_SIZE`` without them: the MPI or SLURM source
+takes those). ``deepspeed --elastic_training`` runs torch's elastic agent, whose workers carry
+``TORCHELASTIC_*``: TorchElastic, earlier in the order, resolves them. DeepSpeed comes before SLURM:
+a ``deepspeed`` run inside an sbatch script carries the script's ``SLURM_*`` variables, which
+describe the batch step, not these workers; SLURM's job facts are added to the record.
+
+Every value is required and taken as it is: DeepSpeed writes all of them, so a missing one means
+something else started the process. ``LOCAL_RANK`` is DeepSpeed's ``RANK % LOCAL_SIZE``: on nodes of
+different sizes (``--include host1:0,1@host2:0,1,2``) that is a permutation of 0..LOCAL_SIZE-1 on
+the node, not the order of the ranks, and it is what the worker is told to use, so it is kept.
+
+Facts from DeepSpeed 0.19.8's ``deepspeed/launcher/launch.py`` and ``runner.py`` (the variables and
+their meaning, the default port 29500 from ``deepspeed/constants.py``) and the launcher's
+documentation (https://www.deepspeed.ai/getting-started/#resource-configuration-multi-node);
+measured on the CPU in tests/captures-hpc/deepspeed and tests/launchers/test_deepspeed.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.sources import Builder, Detection
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["DeepSpeed"]
+
+NAME = "deepspeed"
+DETECTION_VARIABLES = ("CROSS_RANK", "CROSS_SIZE")
+# (field, variable, what DeepSpeed means by it, minimum)
+VARIABLES = (
+    ("world_size", "WORLD_SIZE", "the number of workers on all nodes", 1),
+    ("global_rank", "RANK", "the worker's global rank", 0),
+    ("local_rank", "LOCAL_RANK", "the worker's rank on its node (RANK % LOCAL_SIZE)", 0),
+    ("local_world_size", "LOCAL_SIZE", "the number of workers on this node", 1),
+    ("node_rank", "CROSS_RANK", "the node's index (--node_rank)", 0),
+    ("num_nodes", "CROSS_SIZE", "the number of nodes", 1),
+)
+_SET_BY = "set by DeepSpeed's launcher for every worker"
+_NOT_MATCHED = "not a DeepSpeed worker: CROSS_RANK and CROSS_SIZE are not set"
+
+
+class DeepSpeed:
+    """A worker started by DeepSpeed's own launcher (``deepspeed.launcher.launch``)."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        found = env.present(environ, *DETECTION_VARIABLES)
+        if len(found) == len(DETECTION_VARIABLES):
+            return Detection(
+                True, "CROSS_RANK and CROSS_SIZE are set (written only by deepspeed.launcher.launch)", found
+            )
+        if not found:
+            return Detection(False, _NOT_MATCHED)
+        return Detection(
+            False, f"not a DeepSpeed worker: {found[0]} is set without the other of CROSS_RANK/CROSS_SIZE", found
+        )
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        for field, variable, what, minimum in VARIABLES:
+            env.text(environ, variable, source=NAME, expected=f"{what}, {_SET_BY}")
+            b.env(field, env.integer(environ, variable, minimum=minimum, source=NAME), variable)
+        for variable, what in (("MASTER_ADDR", "--master_addr"), ("MASTER_PORT", "--master_port")):
+            env.text(environ, variable, source=NAME, expected=f"the main endpoint's {what}, {_SET_BY}")
+        b.optional_address("MASTER_ADDR")
+        b.optional_port("MASTER_PORT")
+        b.set("creates_processes_externally", True, "source:deepspeed: its launcher starts every worker")
+        return b.build()
