@@ -39,7 +39,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["DeepSpeed"]
+__all__ = ["DETECTION_VARIABLES", "NAME", "VARIABLES", "DeepSpeed"]
 
 NAME = "deepspeed"
 DETECTION_VARIABLES = ("CROSS_RANK", "CROSS_SIZE")

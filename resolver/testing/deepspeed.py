@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LAUNCHER", "DeepSpeedLaunch", "DeepSpeedWorker", "deepspeed_env", "deepspeed_job"]
 
-DEFAULT_PORT = 29500  # deepspeed.constants.TORCH_DISTRIBUTED_DEFAULT_PORT
+_DEFAULT_PORT = 29500  # deepspeed.constants.TORCH_DISTRIBUTED_DEFAULT_PORT
 
 
 @attrs.frozen(kw_only=True)
@@ -49,7 +49,7 @@ class DeepSpeedLaunch:
     hosts: tuple[str, ...] = attrs.field(default=("localhost",), converter=to_hosts, validator=distinct_hosts)
     num_gpus: int | tuple[int, ...] = 1
     master_addr: str | None = None
-    master_port: int = attrs.field(default=DEFAULT_PORT, validator=positive)
+    master_port: int = attrs.field(default=_DEFAULT_PORT, validator=positive)
 
     def slots(self) -> list[int]:
         slots = capacities(self.num_gpus if isinstance(self.num_gpus, int) else list(self.num_gpus), len(self.hosts))
