@@ -347,13 +347,17 @@ class _Resolution:
             raise
         except Exception as exc:
             raise ProbeFailed("comm", f"allgather of the hostnames failed: {exc!r}") from exc
-        if not (isinstance(gathered, list) and len(gathered) == size and all(map(_is_answer, gathered))):
+        if not isinstance(gathered, list) or len(gathered) != size:
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
-        self.fail_alike(rank, gathered)
-        hosts = [answer[0] for answer in gathered]
+        # a bare hostname (a plain allgather of the hostnames, as FakeComm.world gives) says nothing else
+        answers = [(a, None, None, None) if isinstance(a, str) else a for a in gathered]
+        if not all(map(_is_answer, answers)):
+            raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
+        self.fail_alike(rank, answers)
+        hosts = [answer[0] for answer in answers]
         if not all(isinstance(h, str) for h in hosts):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: a rank sent no hostname")
-        self.main_from_rank0(gathered[0], rank, "allgather")
+        self.main_from_rank0(answers[0], rank, "allgather")
         here = hosts[rank]
         on_host = [r for r, h in enumerate(hosts) if h == here]
         origin = "probe:comm.allgather of hostnames"

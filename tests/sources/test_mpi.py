@@ -383,6 +383,14 @@ def test_multi_node_open_mpi_with_master_variables_asks_one_allgather_only() -> 
     assert [collectives(c) for c in world] == [["allgather"]] * 4
 
 
+def test_rank_0_of_a_fake_world_of_hostnames_resolves() -> None:
+    """FakeComm.world gives the other ranks' slots as bare hostnames, as a plain allgather would."""
+    comm = FakeComm.world(["b", "a", "b"])[0]
+    t = resolver.resolve({"PMIX_RANK": "0", **MASTER}, probes.fake(hostname="b", comm=comm))
+    assert (t.world_size, t.node_rank, t.num_nodes, t.local_rank, t.local_world_size) == (3, 1, 2, 0, 2)
+    assert collectives(comm) == ["allgather"]
+
+
 def test_forced_without_any_launcher_variable_asks_the_comm_for_everything() -> None:
     results, world = run_world([{}, {}, {}], ["h", "h", "g"], ports=[7000, 7001, 7002], source="mpi")
     tops = topologies(results)
