@@ -15,12 +15,28 @@ from resolver import InvalidVariable, TopologyError
 from resolver.__main__ import main
 from tests.conftest import CAPTURES_HPC, captures, read_capture
 
-COUNT, INDEX, PORT, ADDRESS = "count", "index", "port", "address"
+COUNT, INDEX, PORT, ADDRESS, JOB_ID = "count", "index", "port", "address", "job id"
 NUMBER_GARBAGE = ["", " ", " 1", "1 ", "+1", "1.0", "0x1", "1_0", "1e3", "٣", "１", "9" * 5000, "abc", "1\n"]
 BAD: dict[str, list[str]] = {
     COUNT: [*NUMBER_GARBAGE, "0", "-1"],
     INDEX: [*NUMBER_GARBAGE, "-1", "-0"],
     PORT: [*NUMBER_GARBAGE, "0", "65536", "80abc", "-80", "99999999999"],
+    JOB_ID: [
+        "",
+        " ",
+        "\u0192",
+        "f",
+        "\u0192O",
+        "\u01920",
+        "\u0192l",
+        "\u0192I",
+        "\u0192uZZy buNNy",
+        "\u0192" + "z" * 12,
+        "0x17e9",
+        "-1",
+        "\u0192\u0192uZ",
+        "\uff11",
+    ],
     ADDRESS: ["", " ", "a b", "host\n", "a\tb", "$(reboot)", "`id`", "a;b", "a'b", 'a"b', "a|b", "x" * 300, "é"],
 }
 
@@ -57,6 +73,29 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "CROSS_SIZE": COUNT,
             "MASTER_ADDR": ADDRESS,
             "MASTER_PORT": PORT,
+        },
+    ),
+    "flux": (
+        {
+            "FLUX_JOB_ID": "\u0192uZZybuNNy",
+            "FLUX_JOB_NNODES": "1",
+            "FLUX_JOB_SIZE": "4",
+            "FLUX_TASK_LOCAL_ID": "3",
+            "FLUX_TASK_RANK": "3",
+            "FLUX_JOB_CC": "2",
+            "FLUX_URI": "local:///tmp/flux-abc123/local-0",
+            "PMI_RANK": "3",
+            "PMI_SIZE": "4",
+        },
+        probes.fake(),  # one node: no probe is asked
+        {
+            "FLUX_JOB_SIZE": COUNT,
+            "FLUX_TASK_RANK": INDEX,
+            "FLUX_TASK_LOCAL_ID": INDEX,
+            "FLUX_JOB_NNODES": COUNT,
+            "FLUX_JOB_ID": JOB_ID,
+            "FLUX_JOB_CC": INDEX,
+            **ENDPOINT_KINDS,
         },
     ),
     "slurm": (

@@ -6,7 +6,7 @@ of those variables is set, so a torchrun worker never imports the SLURM or MPI m
 variables are a sound filter, not the rule: the source's own `detect()` decides, and
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > MPI >
+Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > Flux > MPI >
 Grid Engine > the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) >
 the default.
 Kubeflow and XLA are chosen by name only.
@@ -63,6 +63,7 @@ DETECTION_ORDER: tuple[Entry, ...] = (
     Entry("deepspeed", "resolver.sources.deepspeed:DeepSpeed", ("CROSS_RANK",)),
     Entry("slurm", "resolver.sources.slurm:Slurm", ("SLURM_NTASKS",)),
     Entry("lsf", "resolver.sources.lsf:Lsf", ("JSM_NAMESPACE_SIZE",)),
+    Entry("flux", "resolver.sources.flux:Flux", ("FLUX_TASK_RANK", "FLUX_URI")),
     Entry(
         "mpi",
         "resolver.sources.mpi:Mpi",
@@ -79,6 +80,7 @@ DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
 SCHEDULERS: tuple[Entry, ...] = (
     Entry("slurm", "resolver.sources.slurm:job_facts", ("SLURM_JOB_ID",)),
     Entry("lsf", "resolver.sources.lsf:job_facts", ("LSB_JOBID",)),
+    Entry("flux", "resolver.sources.flux:job_facts", ("FLUX_JOB_ID",)),
     Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
 )
 # Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:

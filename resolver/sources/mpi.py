@@ -53,6 +53,7 @@ __all__ = [
     "RULE",
     "Launcher",
     "Mpi",
+    "exchange",
     "launcher",
     "started_by_mpirun",
 ]
@@ -216,14 +217,27 @@ class Mpi:
         return _Resolution(environ, probes).run()
 
 
+def exchange(b: Builder, environ: Mapping[str, str], probes: Probes, found: Launcher) -> Topology:
+    """`b`'s record, after the MPI source's one collective for what `b` still lacks.
+
+    For a launcher that is not MPI but whose tasks can reach each other through MPI (Flux's PMI):
+    `b` holds what its variables gave (`found` names them, for the comm's consistency check); the
+    comm gives the node rank (hostnames), the local world size and rank 0's endpoint, exactly as for
+    MPI ranks. Every rank must call it with the same fields missing, or the collectives do not meet.
+    """
+    return _Resolution(environ, probes, found=found, b=b).complete()
+
+
 class _Resolution:
     """One rank's resolution: the environment's values first, then at most one collective."""
 
-    def __init__(self, environ: Mapping[str, str], probes: Probes) -> None:
+    def __init__(
+        self, environ: Mapping[str, str], probes: Probes, *, found: Launcher | None = None, b: Builder | None = None
+    ) -> None:
         self.environ = environ
         self.probes = probes
-        self.found = launcher(environ)
-        self.b = Builder(NAME, environ)
+        self.found = launcher(environ) if found is None else found
+        self.b = Builder(NAME, environ) if b is None else b
         self.error: TopologyError | None = None  # this rank's probe failure, raised after the collective
 
     def optional(self, field: str, variable: str | None, minimum: int = 0) -> int | None:
@@ -255,7 +269,11 @@ class _Resolution:
         b.optional_port("MASTER_PORT")
         if "main_address" not in b.values or "main_port" not in b.values:
             self.scheduler_endpoint()  # a scheduler around the launch (Grid Engine) may know them
+        return self.complete()
 
+    def complete(self) -> Topology:
+        """The record, after one collective for whatever the builder still lacks (none if it lacks nothing)."""
+        b = self.b
         if any(field not in b.values for field in _FROM_THE_COMM):
             self.check_before_the_comm()
             comm, rank, size = self.comm()
@@ -278,7 +296,7 @@ class _Resolution:
         (as `Builder.build` names it) before MPI is initialised for the rest."""
         values = {"global_rank": 0, "local_rank": 0, "node_rank": 0, **self.b.values}
         values.setdefault("world_size", max(values["global_rank"] + 1, values.get("local_world_size") or 1))
-        trial = Builder(NAME, self.environ)
+        trial = Builder(self.b.source, self.environ)
         trial.values, trial.provenance = values, dict(self.b.provenance)
         trial.build()
 
@@ -367,8 +385,8 @@ class _Resolution:
             b.set("num_nodes", len(distinct), f"{origin}: distinct hosts")
         if "local_rank" not in b.values:
             b.set("local_rank", on_host.index(rank), f"{origin}: earlier ranks on this host")
-            if "local_world_size" not in b.values:
-                b.set("local_world_size", len(on_host), f"{origin}: ranks on this host")
+        if "local_world_size" not in b.values:
+            b.set("local_world_size", len(on_host), f"{origin}: ranks on this host")
         local_size = b.values.get("local_world_size")
         if local_size is not None and local_size != len(on_host):
             variable = b.provenance["local_world_size"].removeprefix("env:")

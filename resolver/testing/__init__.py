@@ -42,6 +42,7 @@ from collections.abc import Mapping
 
 from resolver.schema import topology_schema
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
+from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
@@ -72,6 +73,8 @@ __all__ = [
     "Allocation",
     "DeepSpeedLaunch",
     "DeepSpeedWorker",
+    "FluxLaunch",
+    "FluxTask",
     "Job",
     "KubeflowLaunch",
     "KubeflowPod",
@@ -92,6 +95,8 @@ __all__ = [
     "assert_consistent",
     "deepspeed_env",
     "deepspeed_job",
+    "flux_env",
+    "flux_job",
     "jobs",
     "kubeflow_env",
     "kubeflow_job",

@@ -43,6 +43,8 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.lsf_env, rt.LsfLaunch, {"rank"}),
     (rt.deepspeed_job, rt.DeepSpeedLaunch, set()),
     (rt.deepspeed_env, rt.DeepSpeedLaunch, {"rank"}),
+    (rt.flux_job, rt.FluxLaunch, set()),
+    (rt.flux_env, rt.FluxLaunch, {"rank"}),
 ]
 
 
@@ -80,9 +82,9 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
 
 
 def test_every_builder_of_a_launcher_module_is_exported() -> None:
-    from resolver.testing import deepspeed, kubeflow, lsf, mpich, openmpi, slurm, torchrun
+    from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, slurm, torchrun
 
-    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed):
+    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:

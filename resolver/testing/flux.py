@@ -1,0 +1,171 @@
+"""Flux (flux-core) ``flux run``: every task, as flux-environment(7) describes its environment.
+
+    flux_env(rank=3, n=4, hosts=("node1", "node2"))  -> dict: task 3's environment
+    flux_job(n=4, hosts=("node1", "node2"))          -> Job: every task
+
+The keywords are the fields of `FluxLaunch` (plus `rank` for `flux_env`). No Flux instance runs
+here, so these are built from the documentation, not checked against a capture: the job shell's
+variables (flux-environment(7), "JOB ENVIRONMENT"), the ``pmi`` plugin's ``PMI_*``, block and
+cyclic task mapping as its example table shows, and F58 job ids (RFC 19).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from resolver.testing._launch import (
+    builder,
+    changed_fields,
+    distinct_hosts,
+    not_negative,
+    positive,
+    stable_number,
+    stable_token,
+    to_hosts,
+)
+from resolver.testing.world import Job, Launcher, Process
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["LAUNCHER", "FluxLaunch", "FluxTask", "flux_env", "flux_job"]
+
+_F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _f58_encode(job: int) -> str:
+    """A job id in Flux's F58 form (RFC 19): ``ƒ`` and the integer in base 58."""
+    if not 0 <= job < 1 << 64:
+        raise ValueError(f"job={job}: a Flux job id is a 64-bit unsigned integer")
+    digits = ""
+    while True:
+        job, digit = divmod(job, 58)
+        digits = _F58_ALPHABET[digit] + digits
+        if not job:
+            return "\u0192" + digits
+
+
+@attrs.frozen(kw_only=True)
+class FluxLaunch:
+    """``flux run -N len(hosts) -n n [--taskmap=cyclic]`` in a Flux instance whose brokers run on `hosts`.
+
+    Tasks spread as evenly as they go, the first hosts taking one more when `n` does not divide;
+    ``taskmap="block"`` (Flux's default) numbers them host by host, ``"cyclic"`` deals them out
+    in turns. `job_id` is the job id's integer (FLUX_JOB_ID is its F58 form).
+    """
+
+    n: int = attrs.field(default=1, validator=positive)
+    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
+    taskmap: Literal["block", "cyclic"] = "block"
+    job_id: int = attrs.field(default=6731191091817518, validator=not_negative)  # RFC 19's example: ƒuZZybuNNy
+
+    def __attrs_post_init__(self) -> None:
+        if self.taskmap not in ("block", "cyclic"):
+            raise ValueError(f"taskmap={self.taskmap!r}: expected 'block' or 'cyclic'")
+        if self.n < len(self.hosts):
+            raise ValueError(f"n={self.n} tasks on {len(self.hosts)} hosts: at least one task per host")
+        _f58_encode(self.job_id)
+
+    def placement(self) -> tuple[int, ...]:
+        """The host index of each task, in task-rank order."""
+        nodes = len(self.hosts)
+        if self.taskmap == "cyclic":
+            return tuple(rank % nodes for rank in range(self.n))
+        counts = [self.n // nodes + (1 if node < self.n % nodes else 0) for node in range(nodes)]
+        return tuple(node for node, count in enumerate(counts) for _ in range(count))
+
+    def task_variables(self, rank: int) -> dict[str, str]:
+        placement = self.placement()
+        if not 0 <= rank < self.n:
+            raise ValueError(f"rank={rank}: the job has tasks 0..{self.n - 1}")
+        node = placement[rank]
+        local = placement[:rank].count(node)
+        f58 = _f58_encode(self.job_id)
+        rundir = f"/tmp/flux-{stable_token('flux', self.hosts, length=6)}"  # noqa: S108 - flux start's rundir
+        env = {
+            "FLUX_JOB_ID": f58,
+            "FLUX_JOB_NNODES": str(len(self.hosts)),
+            "FLUX_JOB_SIZE": str(self.n),
+            "FLUX_JOB_TMPDIR": f"{rundir}/jobtmp-{node}-{f58}",
+            "FLUX_KVS_NAMESPACE": f"job-{self.job_id}",
+            "FLUX_PMI_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/flux/libpmi.so",
+            "FLUX_TASK_LOCAL_ID": str(local),
+            "FLUX_TASK_RANK": str(rank),
+            "FLUX_URI": f"local://{rundir}/local-{node}",
+            "PMI_FD": str(stable_number("fd", self.job_id, rank, low=5, high=40)),
+            "PMI_RANK": str(rank),
+            "PMI_SIZE": str(self.n),
+            "PMI_SPAWNED": "0",
+        }
+        return dict(sorted(env.items()))
+
+    def job(self) -> Job:
+        processes = tuple(
+            Process(environ=self.task_variables(rank), hostname=self.hosts[node], node=node)
+            for rank, node in enumerate(self.placement())
+        )
+        return Job(
+            launcher="flux",
+            source="flux",
+            processes=processes,
+            mpi=len(self.hosts) > 1,  # across nodes the tasks exchange host names through MPI
+            call=f"flux_job(**{changed_fields(self)})",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class FluxTask(FluxLaunch):
+    """Task `rank` of a `FluxLaunch`."""
+
+    rank: int = attrs.field(default=0, validator=not_negative)
+
+    def variables(self) -> dict[str, str]:
+        return self.task_variables(self.rank)
+
+
+flux_job = builder(
+    FluxLaunch,
+    FluxLaunch.job,
+    name="flux_job",
+    doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.",
+)
+flux_env = builder(
+    FluxTask,
+    FluxTask.variables,
+    name="flux_env",
+    doc="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s.",
+)
+
+
+def _jobs(most: int) -> SearchStrategy[Job]:
+    from hypothesis import strategies as st
+
+    from resolver.testing.strategies import host_names
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Job:
+        count = draw(st.integers(1, min(3, most)))
+        taskmap: Literal["block", "cyclic"] = draw(st.sampled_from(["block", "cyclic"]))
+        launch = FluxLaunch(
+            n=draw(st.integers(count, most)),
+            hosts=draw(host_names(count)),
+            taskmap=taskmap,
+            job_id=draw(st.integers(0, (1 << 64) - 1)),
+        )
+        return launch.job()
+
+    return build()
+
+
+LAUNCHER = Launcher(
+    name="flux",
+    nondeterministic={
+        "FLUX_URI": r"local:///[^ ]+/local-[0-9]+",  # the broker's rundir
+        "FLUX_JOB_TMPDIR": r"/[^ ]+/jobtmp-[0-9]+-\u0192[1-9A-HJ-NP-Za-km-z]+",
+        "FLUX_PMI_LIBRARY_PATH": r"/[^ ]+/libpmi\.so",  # where flux-core is installed
+        "PMI_FD": r"[0-9]+",
+    },
+    jobs=_jobs,
+)
