@@ -98,6 +98,29 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             **ENDPOINT_KINDS,
         },
     ),
+    "pbs": (
+        {
+            "PBS_JOBID": "1234[7].pbsserver",
+            "PBS_ENVIRONMENT": "PBS_BATCH",
+            "PBS_JOBNAME": "train",
+            "PBS_ARRAY_INDEX": "7",
+            "PBS_ARRAY_ID": "1234[].pbsserver",
+            "PBS_NUM_NODES": "1",
+            "PBS_TASKNUM": "2",
+            "PBS_NODENUM": "0",
+            "PBS_VNODENUM": "0",
+            "PBS_NODEFILE": "/var/spool/pbs/aux/1234[7].pbsserver",
+        },
+        probes.fake(hostname="node1", files={}),  # the node file: not on this host
+        {
+            "PBS_ARRAY_INDEX": INDEX,
+            "PBS_NUM_NODES": COUNT,
+            "PBS_TASKNUM": INDEX,
+            "PBS_NODENUM": INDEX,
+            "PBS_VNODENUM": INDEX,
+            **ENDPOINT_KINDS,
+        },
+    ),
     "slurm": (
         read_capture(captures("slurm/h_4node_srun_N3_n9_noncontig/rank5.env")[0]),
         probes.fake(),

@@ -44,8 +44,8 @@ def test_forced_source_by_name_and_instance() -> None:
 
 
 def test_unknown_source_and_non_source() -> None:
-    with pytest.raises(InvalidSettings, match=r"source='pbs' is not a known source: expected one of torchelastic"):
-        resolver.resolve({}, probes.fake(), source="pbs")
+    with pytest.raises(InvalidSettings, match=r"source='condor' is not a known source: expected one of torchelastic"):
+        resolver.resolve({}, probes.fake(), source="condor")
     with pytest.raises(InvalidSettings, match="is not a source"):
         resolver.resolve({}, probes.fake(), source=object())  # type: ignore[arg-type]
 
@@ -72,26 +72,26 @@ def test_explain_lists_every_candidate_in_order() -> None:
 
 
 def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
-    (tmp_path / "pbs_source.py").write_text(
+    (tmp_path / "condor_source.py").write_text(
         textwrap.dedent("""
         from resolver import Topology
-        class Pbs:
-            name = "pbs"
+        class Condor:
+            name = "condor"
             auto = True
             def detect(self, environ):
-                return "PBS_JOBID" in environ
+                return "_CONDOR_JOB_AD" in environ
             def resolve(self, environ, probes):
-                return Topology(source="pbs", world_size=1, global_rank=0, local_rank=0, node_rank=0)
+                return Topology(source="condor", world_size=1, global_rank=0, local_rank=0, node_rank=0)
     """)
     )
-    dist = tmp_path / "pbs_source-1.0.dist-info"
+    dist = tmp_path / "condor_source-1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pbs-source\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[resolver.sources]\npbs = pbs_source:Pbs\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: condor-source\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[resolver.sources]\ncondor = condor_source:Condor\n")
     code = (
         "import resolver, probes;"
-        "print(resolver.resolve({'PBS_JOBID': '1'}, probes.fake()).source,"
-        " resolver.resolve({}, probes.fake(), source='pbs').source,"
+        "print(resolver.resolve({'_CONDOR_JOB_AD': '1'}, probes.fake()).source,"
+        " resolver.resolve({}, probes.fake(), source='condor').source,"
         " resolver.resolve({}, probes.fake(free_port=9)).source,"
         " [s.name for s in resolver.sources.registered()])"
     )
@@ -103,8 +103,8 @@ def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     )
-    assert out.stdout.split(maxsplit=3)[:3] == ["pbs", "pbs", "lightning"]
-    assert "'pbs', 'lightning', 'kubeflow'" in out.stdout  # plugins sit just before the default
+    assert out.stdout.split(maxsplit=3)[:3] == ["condor", "condor", "lightning"]
+    assert "'condor', 'lightning', 'kubeflow'" in out.stdout  # plugins sit just before the default
 
 
 environs = st.dictionaries(

@@ -7,7 +7,7 @@ variables are a sound filter, not the rule: the source's own `detect()` decides,
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
 Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > Flux > MPI >
-Grid Engine > the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) >
+Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) >
 the default.
 Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
@@ -70,6 +70,7 @@ DETECTION_ORDER: tuple[Entry, ...] = (
         ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"),
     ),
     Entry("gridengine", "resolver.sources.gridengine:GridEngine", ("SGE_TASK_ID",)),
+    Entry("pbs", "resolver.sources.pbs:Pbs", ("PBS_JOBID",)),
     # node-level platforms: the process a platform started on a node, with no launcher around it
     Entry("kubeflow_trainer", "resolver.sources.kubeflow_trainer:KubeflowTrainer", ("PET_NNODES",)),
 )
@@ -82,11 +83,15 @@ SCHEDULERS: tuple[Entry, ...] = (
     Entry("lsf", "resolver.sources.lsf:job_facts", ("LSB_JOBID",)),
     Entry("flux", "resolver.sources.flux:job_facts", ("FLUX_JOB_ID",)),
     Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
+    Entry("pbs", "resolver.sources.pbs:job_facts", ("PBS_JOBID",)),
 )
 # Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:
 # `module:main_endpoint(environ, probes, *, one_node)` functions, nearest first; the first candidate
 # that answers wins (see `resolver.sources.scheduler_endpoint`).
-ENDPOINTS: tuple[Entry, ...] = (Entry("gridengine", "resolver.sources.gridengine:main_endpoint", ("SGE_TASK_ID",)),)
+ENDPOINTS: tuple[Entry, ...] = (
+    Entry("gridengine", "resolver.sources.gridengine:main_endpoint", ("SGE_TASK_ID",)),
+    Entry("pbs", "resolver.sources.pbs:main_endpoint", ("PBS_JOBID",)),
+)
 ON_REQUEST: tuple[Entry, ...] = (
     Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
     Entry("xla", "resolver.sources.xla:Xla", auto=False),

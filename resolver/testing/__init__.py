@@ -47,6 +47,7 @@ from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env,
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
 from resolver.testing.openmpi import OpenMpiLaunch, OpenMpiRank, openmpi_env, openmpi_job
+from resolver.testing.pbs import PbsLaunch, PbsProcess, pbs_env, pbs_job
 from resolver.testing.slurm import (
     Allocation,
     SlurmBatchScript,
@@ -85,6 +86,8 @@ __all__ = [
     "MpichRank",
     "OpenMpiLaunch",
     "OpenMpiRank",
+    "PbsLaunch",
+    "PbsProcess",
     "Process",
     "SlurmBatchScript",
     "SlurmLaunch",
@@ -106,6 +109,8 @@ __all__ = [
     "mpich_job",
     "openmpi_env",
     "openmpi_job",
+    "pbs_env",
+    "pbs_job",
     "slurm_batch_env",
     "slurm_env",
     "slurm_job",

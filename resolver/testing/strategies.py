@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver import Topology
-from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, slurm, torchrun
+from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, pbs, slurm, torchrun
 from resolver.testing.world import Job, Launcher
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ REGISTRY: tuple[Launcher, ...] = (
     lsf.LAUNCHER,
     deepspeed.LAUNCHER,
     flux.LAUNCHER,
+    pbs.LAUNCHER,
 )
 LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
 

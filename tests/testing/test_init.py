@@ -45,6 +45,8 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.deepspeed_env, rt.DeepSpeedLaunch, {"rank"}),
     (rt.flux_job, rt.FluxLaunch, set()),
     (rt.flux_env, rt.FluxLaunch, {"rank"}),
+    (rt.pbs_job, rt.PbsLaunch, set()),
+    (rt.pbs_env, rt.PbsLaunch, {"vnode"}),
 ]
 
 
@@ -82,9 +84,9 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
 
 
 def test_every_builder_of_a_launcher_module_is_exported() -> None:
-    from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, slurm, torchrun
+    from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, pbs, slurm, torchrun
 
-    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux):
+    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:

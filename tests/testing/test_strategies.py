@@ -41,7 +41,7 @@ def test_jobs_mix_launchers() -> None:
 @pytest.mark.parametrize(
     ("make", "words"),
     [
-        (lambda: rt.jobs(launchers=["pbs"]), "expected some of"),
+        (lambda: rt.jobs(launchers=["condor"]), "expected some of"),
     ],
 )
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
