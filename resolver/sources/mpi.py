@@ -254,8 +254,8 @@ class _Resolution:
             self.optional("local_world_size", found.local_size, minimum=1)
             self.optional("node_rank", found.node_rank)
             if found.job_id is not None and found.job_id in environ:
-                # the MPI launcher's own job (Open MPI's namespace, a job family number under Open MPI 4),
-                # even inside a SLURM or Grid Engine job, whose job id this source does not read
+                # the MPI launcher's own job (Open MPI 4: a job family number); inside a scheduler's job,
+                # resolve lays that job's facts over it (the registry's SCHEDULERS)
                 b.env("job_id", env.text(environ, found.job_id), found.job_id)
             values = b.values
             if "node_rank" not in values and values.get("local_world_size", 0) == values.get("world_size"):
