@@ -272,6 +272,93 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "PET_NPROC_PER_NODE": COUNT,
         },
     ),
+    "vertex": (
+        {
+            "CLUSTER_SPEC": '{"cluster": {"workerpool0": ["c-0:2222"], "workerpool1": ["w-0:2222"]}, '
+            '"environment": "cloud", "task": {"type": "workerpool1", "index": 0}}',
+            "MASTER_PORT": "29500",
+        },
+        probes.fake(),
+        {"CLUSTER_SPEC": ADDRESS, "MASTER_PORT": PORT},
+    ),
+    "vertex:tf_config": (
+        {
+            "TF_CONFIG": '{"cluster": {"chief": ["c-0:2222"], "worker": ["w-0:2222"]}, "environment": "cloud", '
+            '"task": {"type": "worker", "index": 0}}'
+        },
+        probes.fake(),
+        {"TF_CONFIG": ADDRESS},
+    ),
+    "volcano": (
+        {
+            "VC_TASK_INDEX": "1",
+            "VC_MASTER_HOSTS": "pj-master-0.pj",
+            "VC_MASTER_NUM": "1",
+            "VC_WORKER_HOSTS": "pj-worker-0.pj,pj-worker-1.pj",
+            "VC_WORKER_NUM": "2",
+            **ENDPOINT,
+            "WORLD_SIZE": "3",
+            "RANK": "2",
+        },
+        probes.fake(),
+        {"WORLD_SIZE": COUNT, "RANK": INDEX, **ENDPOINT_KINDS},
+    ),
+    "volcano:one_task": (
+        {"VC_TASK_INDEX": "1", "VC_TRAINER_HOSTS": "j-trainer-0.j,j-trainer-1.j", "VC_TRAINER_NUM": "2"},
+        probes.fake(),
+        {"VC_TASK_INDEX": INDEX, "VC_TRAINER_HOSTS": ADDRESS, "VC_TRAINER_NUM": COUNT, "MASTER_PORT": PORT},
+    ),
+    "azureml": (
+        {"AZUREML_RUN_ID": "run_1", "NODE_RANK": "1", "WORLD_SIZE": "2", **ENDPOINT},
+        probes.fake(),
+        {"NODE_RANK": INDEX, "WORLD_SIZE": COUNT, **ENDPOINT_KINDS},
+    ),
+    "mpi:azureml": (
+        {
+            "AZUREML_RUN_ID": "run_1",
+            "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "AZ_BATCH_MASTER_NODE": "10.0.0.4:6105",
+        },
+        probes.fake(),
+        {"AZ_BATCH_MASTER_NODE": ADDRESS},
+    ),
+    "mpi:azureml_one_node": (
+        {
+            "AZUREML_RUN_ID": "run_1",
+            "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "AZ_BATCHAI_MPI_MASTER_NODE": "10.0.0.4",
+            "MASTER_PORT": "29500",
+        },
+        probes.fake(),
+        {"AZ_BATCHAI_MPI_MASTER_NODE": ADDRESS},
+    ),
+    "tpu_vm": (
+        {"TPU_WORKER_ID": "1", "TPU_WORKER_HOSTNAMES": "t-0.svc,t-1.svc", "TPU_PROCESS_ADDRESSES": "t-0:8476,t-1:8476"},
+        probes.fake(),
+        {"TPU_WORKER_ID": INDEX, "TPU_PROCESS_ADDRESSES": ADDRESS, "MASTER_PORT": PORT},
+    ),
+    "tpu_vm:multislice": (
+        {
+            "TPU_WORKER_ID": "1",
+            "TPU_WORKER_HOSTNAMES": "s1-0.svc,s1-1.svc",
+            "MEGASCALE_COORDINATOR_ADDRESS": "s0-0.svc:8080",
+            "MEGASCALE_NUM_SLICES": "2",
+            "MEGASCALE_SLICE_ID": "1",
+        },
+        probes.fake(),
+        {
+            "TPU_WORKER_HOSTNAMES": ADDRESS,
+            "MEGASCALE_COORDINATOR_ADDRESS": ADDRESS,
+            "MEGASCALE_NUM_SLICES": COUNT,
+            "MEGASCALE_SLICE_ID": INDEX,
+        },
+    ),
 }
 CASES = [
     pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")

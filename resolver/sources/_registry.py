@@ -7,7 +7,8 @@ variables are a sound filter, not the rule: the source's own `detect()` decides,
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
 Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > Flux > MPI >
-Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, ...) > third-party sources (entry points) >
+Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, ..., Vertex AI, Volcano, Azure ML, TPU VM) >
+third-party sources (entry points) >
 the default.
 Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
@@ -73,6 +74,14 @@ DETECTION_ORDER: tuple[Entry, ...] = (
     Entry("pbs", "resolver.sources.pbs:Pbs", ("PBS_JOBID",)),
     # node-level platforms: the process a platform started on a node, with no launcher around it
     Entry("kubeflow_trainer", "resolver.sources.kubeflow_trainer:KubeflowTrainer", ("PET_NNODES",)),
+    Entry("vertex", "resolver.sources.vertex:Vertex", ("CLUSTER_SPEC", "TF_CONFIG")),
+    Entry(
+        "volcano",
+        "resolver.sources.volcano:Volcano",
+        ("VC_TASK_INDEX", "VK_TASK_INDEX", "VC_MASTER_HOSTS", "VC_WORKER_HOSTS"),
+    ),
+    Entry("azureml", "resolver.sources.azureml:AzureMl", ("AZUREML_RUN_ID",)),
+    Entry("tpu_vm", "resolver.sources.tpu_vm:TpuVm", ("TPU_WORKER_ID",)),
 )
 DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
 # Schedulers whose job facts (job id, array index, restart count) are laid over whatever launcher
@@ -84,6 +93,7 @@ SCHEDULERS: tuple[Entry, ...] = (
     Entry("flux", "resolver.sources.flux:job_facts", ("FLUX_JOB_ID",)),
     Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
     Entry("pbs", "resolver.sources.pbs:job_facts", ("PBS_JOBID",)),
+    Entry("azureml", "resolver.sources.azureml:job_facts", ("AZUREML_RUN_ID",)),
 )
 # Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:
 # `module:main_endpoint(environ, probes, *, one_node)` functions, nearest first; the first candidate
@@ -91,6 +101,7 @@ SCHEDULERS: tuple[Entry, ...] = (
 ENDPOINTS: tuple[Entry, ...] = (
     Entry("gridengine", "resolver.sources.gridengine:main_endpoint", ("SGE_TASK_ID",)),
     Entry("pbs", "resolver.sources.pbs:main_endpoint", ("PBS_JOBID",)),
+    Entry("azureml", "resolver.sources.azureml:main_endpoint", ("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE")),
 )
 ON_REQUEST: tuple[Entry, ...] = (
     Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),

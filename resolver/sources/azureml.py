@@ -1,0 +1,110 @@
+"""Azure Machine Learning: a node's agent under its PyTorch distribution, and the main endpoint of its MPI jobs.
+
+Azure ML marks every job's processes with ``AZUREML_*`` variables (``AZUREML_RUN_ID``: the run,
+taken as the job id). Two kinds of distributed job concern this module:
+
+- **PyTorch distribution.** Azure ML gives each node ``MASTER_ADDR`` (the first node's IP),
+  ``MASTER_PORT``, ``NODE_RANK`` (the node's index, 0 first) and ``WORLD_SIZE``. A process it
+  starts per process (``process_count_per_instance`` > 1) also gets ``RANK`` and ``LOCAL_RANK``:
+  it is a worker that Azure ML launched, resolved by the default source as any torchrun-style
+  process is (``LOCAL_RANK`` marks it, see `resolver.sources._node.started_inside`), with this
+  module's job facts. With one process per node (the per-node launch, where the user's command
+  starts the node's workers with torchrun), ``WORLD_SIZE`` counts the nodes and the process, with
+  no ``LOCAL_RANK``, is the node's agent: node ``NODE_RANK`` of ``WORLD_SIZE``, main endpoint
+  ``MASTER_ADDR:MASTER_PORT`` (else 29500).
+- **MPI jobs.** Azure ML runs ``mpirun`` itself; its ranks carry ``OMPI_*`` and the MPI source
+  resolves them (MPI comes first). Azure ML also names the main node: ``AZ_BATCH_MASTER_NODE`` =
+  ``ip:port`` on several nodes, ``AZ_BATCHAI_MPI_MASTER_NODE`` = the address on one node.
+  `main_endpoint` hands them to the MPI source (the registry's ``ENDPOINTS``), so its ranks need no
+  MPI exchange for the main address (and port, when given).
+
+Facts from https://learn.microsoft.com/azure/machine-learning/how-to-train-distributed-gpu
+(SDK v1 and v2: the PyTorch distribution's variables, per-process and per-node launch, MPI jobs
+with ``AZ_BATCH_MASTER_NODE``/``AZ_BATCHAI_MPI_MASTER_NODE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.errors import InvalidVariable
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources._node import agent, read, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["MARKER", "NAME", "NODE_VARIABLES", "AzureMl", "job_facts", "main_endpoint", "marked"]
+
+NAME = "azureml"
+MARKER = "AZUREML_RUN_ID"
+NODE_VARIABLES = ("NODE_RANK", "WORLD_SIZE", "MASTER_ADDR")  # the PyTorch distribution's, per node
+
+
+def marked(environ: Mapping[str, str]) -> bool:
+    """Whether Azure ML started this job (an ``AZUREML_*`` variable is set)."""
+    return any(name.startswith("AZUREML_") for name in environ)
+
+
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The run id of any process inside an Azure ML job."""
+    return read_job_facts(environ, (("job_id", MARKER),))
+
+
+def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
+    """The main node Azure ML names for its MPI jobs: ``AZ_BATCH_MASTER_NODE`` (ip:port) or the
+    one-node ``AZ_BATCHAI_MPI_MASTER_NODE`` (an address); {} outside Azure ML."""
+    if not marked(environ):
+        return {}
+    raw = environ.get("AZ_BATCH_MASTER_NODE")
+    if raw is not None:
+        host, colon, port = raw.rpartition(":")
+        if not colon or not host:
+            raise InvalidVariable("AZ_BATCH_MASTER_NODE", raw, "the main node as ip:port")
+        return {
+            "main_address": (env.check_address("AZ_BATCH_MASTER_NODE", host), "env:AZ_BATCH_MASTER_NODE (address)"),
+            "main_port": (env.check_port("AZ_BATCH_MASTER_NODE", port), "env:AZ_BATCH_MASTER_NODE (port)"),
+        }
+    if "AZ_BATCHAI_MPI_MASTER_NODE" in environ:
+        return {"main_address": (env.address(environ, "AZ_BATCHAI_MPI_MASTER_NODE"), "env:AZ_BATCHAI_MPI_MASTER_NODE")}
+    return {}
+
+
+class AzureMl:
+    """An Azure ML node under the PyTorch distribution with one process per node: the node's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        if MARKER not in environ:
+            return Detection(False, f"{MARKER} is not set: not an Azure ML job")
+        inside = started_inside(environ, "Azure ML")
+        if inside is not None:
+            return inside
+        found = env.present(environ, *NODE_VARIABLES)
+        if len(found) < len(NODE_VARIABLES):
+            return Detection(
+                False,
+                f"an Azure ML job without the PyTorch distribution's {', '.join(NODE_VARIABLES)}: one process, "
+                "the default's (with the run's job facts)",
+                (MARKER, *found),
+            )
+        return Detection(
+            True,
+            "an Azure ML node with the PyTorch distribution's variables and no LOCAL_RANK: the node's agent",
+            (MARKER, *found, *env.present(environ, "MASTER_PORT")),
+        )
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        b.facts(job_facts(environ))
+        return agent(
+            b,
+            node=read(environ, "NODE_RANK"),
+            nodes=read(environ, "WORLD_SIZE", minimum=1),
+            address=(env.address(environ, "MASTER_ADDR", source=NAME), "env:MASTER_ADDR"),
+        )

@@ -1,0 +1,130 @@
+"""TPU VMs without torch_xla (GKE and GCE TPU slices, as JAX reads them): each host as its node's agent.
+
+Every host (worker) of a Cloud TPU slice runs the program once. On GKE, the TPU webhook gives each
+worker ``TPU_WORKER_ID`` (its index in the slice, 0..N-1) and ``TPU_WORKER_HOSTNAMES`` (the
+slice's workers, comma-separated, worker 0 first); newer runtimes also set
+``TPU_PROCESS_ADDRESSES`` (the same workers as ``host:port``, which JAX prefers when both are
+set). A multislice job (JobSet, queued resources) adds ``MEGASCALE_COORDINATOR_ADDRESS`` (the host
+of slice 0's worker 0, possibly with a port), ``MEGASCALE_NUM_SLICES`` and ``MEGASCALE_SLICE_ID``.
+
+JAX numbers the hosts slice by slice: process id = ``TPU_WORKER_ID`` + ``MEGASCALE_SLICE_ID`` x
+hosts per slice, process count = hosts per slice x ``MEGASCALE_NUM_SLICES``, and the coordinator is
+the host of process 0 (``MEGASCALE_COORDINATOR_ADDRESS`` across slices, else the slice's first
+worker). A host's process with no launcher around it is its node's agent (see
+`resolver.sources._node`) with exactly those numbers: node rank = JAX's process id, node count =
+JAX's process count, main address = the coordinator's host. The port is ``MASTER_PORT``, else
+torchrun's 29500: JAX's coordinator takes 8476 and megascale ``MEGASCALE_PORT``, so neither is
+offered to a second service.
+
+torch_xla's own runtime (PJRT, ``xmp.spawn``) is the ``xla`` source, chosen by name; this one is
+for everything else on a TPU VM (JAX-style host programs, torchrun's gloo over the slice's hosts).
+GCE TPU VMs created without GKE keep the worker list in the metadata server rather than the
+environment; with ``TPU_WORKER_HOSTNAMES`` exported (as the GKE webhook does) they resolve the same.
+
+Facts from JAX's cluster detection (jax/_src/clusters/cloud_tpu_cluster.py: ``GkeTpuCluster``,
+``BaseTpuCluster``, coordinator port 8476), https://docs.jax.dev/en/latest/multi_process.html,
+https://cloud.google.com/kubernetes-engine/docs/how-to/tpus and
+https://cloud.google.com/tpu/docs/multislice-introduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.errors import InvalidVariable, MissingVariable
+from resolver.sources import Builder, Detection
+from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["MULTISLICE", "NAME", "WORKER_LISTS", "TpuVm", "host_of", "workers"]
+
+NAME = "tpu_vm"
+WORKER_LISTS = ("TPU_PROCESS_ADDRESSES", "TPU_WORKER_HOSTNAMES")  # JAX's order of preference
+MULTISLICE = ("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID")
+
+
+def host_of(
+    variable: str, raw: str, entry: str, expected: str = "host names or host:port entries separated by commas"
+) -> str:
+    """The host of ``host``, ``host:port`` or ``[v6]:port``, checked; an error names `variable`."""
+    host = entry
+    if entry.startswith("["):
+        host = entry.partition("]")[0] + "]"
+    elif entry.count(":") == 1:
+        host = entry.partition(":")[0]
+    if not host or not env.ADDRESS_RE.fullmatch(host):
+        raise InvalidVariable(variable, raw, expected)
+    return host
+
+
+def workers(environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """The slice's workers' hosts, worker 0 first, and the variable they came from."""
+    for variable in WORKER_LISTS:
+        raw = environ.get(variable)
+        if raw is not None:
+            return [host_of(variable, raw, entry) for entry in raw.split(",")], variable
+    raise MissingVariable(WORKER_LISTS[1], "the slice's workers, comma-separated", source=NAME)
+
+
+class TpuVm:
+    """A Cloud TPU host running a program with no launcher around it: the node's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        lists = env.present(environ, *WORKER_LISTS)
+        if "TPU_WORKER_ID" not in environ or not lists:
+            return Detection(
+                False, "not a TPU VM worker: TPU_WORKER_ID and TPU_WORKER_HOSTNAMES (or TPU_PROCESS_ADDRESSES) not set"
+            )
+        inside = started_inside(environ, "TPU VM")
+        if inside is not None:
+            return inside
+        found = ("TPU_WORKER_ID", *lists, *env.present(environ, *MULTISLICE))
+        return Detection(True, "a Cloud TPU worker (TPU_WORKER_ID) with no launcher around it: the host's agent", found)
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        hosts, listed = workers(environ)
+        worker = read(environ, "TPU_WORKER_ID")
+        if worker[0] >= len(hosts):
+            raise InvalidVariable(
+                "TPU_WORKER_ID", environ["TPU_WORKER_ID"], f"a worker index < the {len(hosts)} workers of {listed}"
+            )
+        per_slice = len(hosts)
+        address: Fact[str] = (hosts[0], f"formula:first worker of {listed} (worker 0)")
+        if "MEGASCALE_COORDINATOR_ADDRESS" not in environ:
+            node, nodes = worker, (per_slice, f"formula:count of {listed}")
+        else:
+            raw = environ["MEGASCALE_COORDINATOR_ADDRESS"]
+            address = (
+                host_of("MEGASCALE_COORDINATOR_ADDRESS", raw, raw, "a host or host:port (slice 0's worker 0)"),
+                "env:MEGASCALE_COORDINATOR_ADDRESS",
+            )
+            slices = read(environ, "MEGASCALE_NUM_SLICES", minimum=1)
+            slice_id = read(environ, "MEGASCALE_SLICE_ID")
+            if slice_id[0] >= slices[0]:
+                raise InvalidVariable(
+                    "MEGASCALE_SLICE_ID",
+                    environ["MEGASCALE_SLICE_ID"],
+                    f"a slice index < MEGASCALE_NUM_SLICES={slices[0]}",
+                )
+            rank = worker[0] + slice_id[0] * per_slice
+            node = (
+                rank,
+                (
+                    f"formula:TPU_WORKER_ID={worker[0]} + MEGASCALE_SLICE_ID={slice_id[0]} x {per_slice} hosts "
+                    f"per slice ({listed})"
+                ),
+            )
+            nodes = (
+                per_slice * slices[0],
+                f"formula:{per_slice} hosts per slice ({listed}) x MEGASCALE_NUM_SLICES={slices[0]}",
+            )
+        return agent(b, node=node, nodes=nodes, address=address)
