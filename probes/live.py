@@ -21,8 +21,24 @@ def hostname() -> str:
         raise ProbeFailed("hostname", str(exc)) from exc
 
 
+_CHOSEN: dict[int, int] = {}  # pid -> the port free_port chose in that process
+
+
 def free_port() -> int:
-    """A TCP port free on loopback at this moment (the kernel picks it)."""
+    """A TCP port that was free on loopback when this process first asked (the kernel picks it).
+
+    The same port for the life of the process: two resolves in one process (the one you log, the
+    one `init_process_group()` makes again) must name the same endpoint. Keyed by pid, so that a
+    forked child asks the kernel for its own.
+    """
+    pid = os.getpid()
+    chosen = _CHOSEN.get(pid)
+    if chosen is None:
+        chosen = _CHOSEN[pid] = _pick_port()
+    return chosen
+
+
+def _pick_port() -> int:
     try:
         sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
         try:

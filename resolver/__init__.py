@@ -21,6 +21,7 @@ from resolver.errors import (
     InvalidVariable,
     MissingVariable,
     ProbeFailed,
+    StrictWarnings,
     TopologyError,
     TopologyWarning,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "MissingVariable",
     "ProbeFailed",
     "Source",
+    "StrictWarnings",
     "Topology",
     "TopologyError",
     "TopologyWarning",

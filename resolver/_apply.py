@@ -10,7 +10,7 @@ from types import MappingProxyType, TracebackType
 from resolver.errors import TopologyWarning
 from resolver.topology import Topology
 
-__all__ = ["Applied", "apply", "variables"]
+__all__ = ["RANKS", "Applied", "apply", "environment", "variables"]
 
 
 class _Absent:
@@ -23,8 +23,13 @@ class _Absent:
 ABSENT = _Absent()
 
 
+RANKS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK")
+"""The `env://` rank variables, as torchrun writes them (GROUP_RANK is torchrun's name for the node rank)."""
+
+
 def variables(topology: Topology, *, ranks: bool = False) -> dict[str, str]:
-    """The variables `apply` writes: MASTER_ADDR/MASTER_PORT, and with `ranks` the `env://` ranks."""
+    """The variables `apply` writes: MASTER_ADDR/MASTER_PORT, and with `ranks` the `env://` ranks
+    (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE when known, NODE_RANK, GROUP_RANK)."""
     out: dict[str, str] = {}
     if topology.main_address is not None:
         out["MASTER_ADDR"] = topology.main_address
@@ -34,7 +39,24 @@ def variables(topology: Topology, *, ranks: bool = False) -> dict[str, str]:
         out["WORLD_SIZE"] = str(topology.world_size)
         out["RANK"] = str(topology.global_rank)
         out["LOCAL_RANK"] = str(topology.local_rank)
+        if topology.local_world_size is not None:
+            out["LOCAL_WORLD_SIZE"] = str(topology.local_world_size)
         out["NODE_RANK"] = str(topology.node_rank)
+        out["GROUP_RANK"] = str(topology.node_rank)
+    return out
+
+
+def environment(topology: Topology) -> dict[str, str]:
+    """Everything `cluster-topology exec` and `--format env` write, as a pure function of the record:
+    `variables(topology, ranks=True)` and CLUSTER_TOPOLOGY_{SOURCE,NUM_NODES,JOB_ID,JOB_NAME} when known."""
+    out = variables(topology, ranks=True)
+    facts = {
+        "CLUSTER_TOPOLOGY_SOURCE": topology.source,
+        "CLUSTER_TOPOLOGY_NUM_NODES": topology.num_nodes,
+        "CLUSTER_TOPOLOGY_JOB_ID": topology.job_id,
+        "CLUSTER_TOPOLOGY_JOB_NAME": topology.job_name,
+    }
+    out.update({key: str(value) for key, value in facts.items() if value is not None})
     return out
 
 
@@ -133,9 +155,8 @@ class Applied:
 
 
 def apply(topology: Topology, environ: MutableMapping[str, str] | None = None, *, ranks: bool = False) -> Applied:
-    """Write the topology's MASTER_ADDR/MASTER_PORT (and with `ranks`, WORLD_SIZE, RANK,
-    LOCAL_RANK, NODE_RANK) into `environ` (default `os.environ`); use as a context manager or
-    call `teardown()`."""
+    """Write `variables(topology, ranks=ranks)` into `environ` (default `os.environ`): MASTER_ADDR,
+    MASTER_PORT, and with `ranks` the env:// ranks. Use as a context manager or call `teardown()`."""
     if not isinstance(topology, Topology):
         raise TypeError(f"apply() needs a Topology, got {type(topology).__name__}")
     return Applied(os.environ if environ is None else environ, variables(topology, ranks=ranks))

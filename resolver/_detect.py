@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from resolver.errors import InvalidSettings, TopologyError
+from resolver import environ as env
+from resolver.errors import InvalidSettings, InvalidVariable, StrictWarnings, TopologyError
 from resolver.sources import Detection, Source
 from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, SCHEDULERS, Entry
 from resolver.topology import Topology
@@ -144,12 +145,24 @@ def _choose(environ: Mapping[str, str], source: str | Source | None) -> tuple[So
 
 
 def resolve(
-    environ: Mapping[str, str], probes: Probes | None = None, *, source: str | Source | None = None
+    environ: Mapping[str, str],
+    probes: Probes | None = None,
+    *,
+    source: str | Source | None = None,
+    strict: bool = False,
+    allow_loopback: bool = False,
 ) -> Topology:
     """The topology of this process: pure in `environ`, asking only the probes it needs.
 
     `probes=None` uses the live probes of this machine; `source` forces one source by name or instance.
+    A topology that spans several nodes with a loopback main address is refused (`InvalidVariable`)
+    unless `allow_loopback` or `CLUSTER_TOPOLOGY_ALLOW_LOOPBACK=1` in `environ` says the nodes are
+    emulated on one host. With `strict`, a topology with warnings is an error (`StrictWarnings`).
+    Warnings are returned in `Topology.warnings`, never emitted through `warnings` or `logging`:
+    the integrations and the CLI report them.
     """
+    if not isinstance(strict, bool) or not isinstance(allow_loopback, bool):
+        raise TypeError(f"strict and allow_loopback are bools, got {strict!r} and {allow_loopback!r}")
     if not isinstance(environ, Mapping):
         raise TypeError(f"environ must be a Mapping[str, str], got {type(environ).__name__}")
     chosen, notes = _choose(environ, source)
@@ -161,7 +174,60 @@ def resolve(
     changes: dict[str, Any] = _scheduler_facts(environ, chosen.name, topology)
     if notes:
         changes["warnings"] = (*notes, *topology.warnings)
-    return attrs.evolve(topology, **changes) if changes else topology
+    if changes:
+        topology = attrs.evolve(topology, **changes)
+    return enforce(topology, environ, strict=strict, allow_loopback=allow_loopback)
+
+
+ALLOW_LOOPBACK = "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK"
+
+
+def enforce(topology: Topology, environ: Mapping[str, str], *, strict: bool, allow_loopback: bool) -> Topology:
+    """The rules on a resolved record: no loopback main address across nodes; with `strict`, no warnings."""
+    if not allow_loopback:
+        allow_loopback = env.optional_integer(environ, ALLOW_LOOPBACK, maximum=1) == 1
+    if not allow_loopback:
+        _refuse_loopback(topology)
+    if strict and topology.warnings:
+        raise StrictWarnings(topology.warnings, str(topology))
+    return topology
+
+
+def _nodes(topology: Topology) -> str | None:
+    """Why the topology spans more than one node, or None when it may be a single node."""
+    origin = topology.provenance
+    if topology.num_nodes is not None and topology.num_nodes > 1:
+        return f"num_nodes={topology.num_nodes} from {origin.get('num_nodes', 'the source')}"
+    if topology.node_rank > 0:
+        return f"this process is on node {topology.node_rank} ({origin.get('node_rank', 'the source')})"
+    if topology.local_world_size is not None and topology.local_world_size < topology.world_size:
+        return (
+            f"local_world_size={topology.local_world_size} < world_size={topology.world_size}: "
+            "the other processes are on other nodes"
+        )
+    return None
+
+
+def _refuse_loopback(topology: Topology) -> None:
+    address = topology.main_address
+    if address is None or not env.is_loopback(address):
+        return
+    spans = _nodes(topology)
+    if spans is None:
+        return
+    origin = topology.provenance.get("main_address", "the source")
+    variable = origin[4:] if origin.startswith("env:") else "main_address"
+    raise InvalidVariable(
+        variable,
+        address,
+        f"an address of the first node that every node can reach, not a loopback address: the "
+        f"{topology.source} topology spans several nodes ({spans}) and main_address {address} "
+        f"(from {origin}) reaches only the node it is read on, so the job would hang at rendezvous. "
+        "HINT: set MASTER_ADDR to the first node's host name or IP address (or unset an inherited "
+        f"MASTER_ADDR=127.0.0.1); for nodes emulated on one host, set {ALLOW_LOOPBACK}=1 "
+        "(resolve(..., allow_loopback=True), cluster-topology --allow-loopback)",
+        related={"num_nodes": str(topology.num_nodes), "node_rank": str(topology.node_rank)},
+    )
 
 
 class _LiveOnFirstUse:
@@ -193,4 +259,4 @@ def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology
     return {}
 
 
-__all__ = ["Entry", "by_name", "registered", "resolve"]
+__all__ = ["ALLOW_LOOPBACK", "Entry", "by_name", "enforce", "registered", "resolve"]

@@ -7,8 +7,8 @@ when the record knows it (a node agent whose platform says it; otherwise torchru
 or its ``PET_NPROC_PER_NODE`` applies). Static rendezvous: node rank 0 serves the store at the
 main address, which is why node-level sources make the platform's main node node 0.
 
-Each argument is one shell word whose characters need no quoting (addresses are checked against
-`resolver.environ.ADDRESS_RE`; a bracketed IPv6 address is printed bare, as torchrun takes it), so
+Each argument is one shell word whose characters need no quoting (a record's address passed
+`resolver.environ.is_address`: no brackets, no shell syntax), so
 the output works both unquoted in ``$(...)`` and through ``eval``.
 
 It is for a process that is alone on its node: a world of one (no launcher), a node agent (Kubeflow Trainer, AWS Batch,
@@ -47,8 +47,6 @@ def torchrun_arguments(topology: Topology) -> list[str]:
     if missing:
         raise InvalidSettings(f"{where} does not say {', '.join(missing)}, which torchrun needs")
     address = str(topology.main_address)
-    if address.startswith("[") and address.endswith("]"):
-        address = address[1:-1]
     arguments = [
         f"--nnodes={nodes}",
         f"--node-rank={topology.node_rank}",

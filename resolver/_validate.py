@@ -8,6 +8,10 @@ from resolver.topology import Topology
 __all__ = ["validate"]
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}es" if word.endswith("s") else f"{count} {word}s"
+
+
 def _positive(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidSettings(f"{name}={value!r} is invalid: expected an int >= 1")
@@ -25,14 +29,15 @@ def validate(topology: Topology, *, devices: int, num_nodes: int) -> None:
         return
     origin = topology.provenance
     if topology.local_world_size is not None and devices != topology.local_world_size:
+        started = _plural(topology.local_world_size, "process")
         raise InvalidSettings(
-            f"You set devices={devices}, but {topology.source} started {topology.local_world_size} "
-            f"processes on this node ({origin.get('local_world_size', 'launcher')}). "
+            f"You set devices={devices}, but {topology.source} started {started} on this node "
+            f"({origin.get('local_world_size', 'launcher')}). "
             f"HINT: set devices={topology.local_world_size}."
         )
     if topology.num_nodes is not None and num_nodes != topology.num_nodes:
         raise InvalidSettings(
-            f"You set num_nodes={num_nodes}, but {topology.source} runs on {topology.num_nodes} nodes "
+            f"You set num_nodes={num_nodes}, but {topology.source} runs on {_plural(topology.num_nodes, 'node')} "
             f"({origin.get('num_nodes', 'launcher')}). HINT: set num_nodes={topology.num_nodes}."
         )
     if topology.local_world_size is None and devices * num_nodes != topology.world_size:

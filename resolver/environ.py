@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from resolver.errors import InvalidVariable, MissingVariable
 
 __all__ = [
-    "ADDRESS_RE",
     "MAX_DIGITS",
     "Environ",
     "address",
@@ -20,6 +19,8 @@ __all__ = [
     "check_integer",
     "check_port",
     "integer",
+    "is_address",
+    "is_loopback",
     "optional_integer",
     "optional_text",
     "port",
@@ -31,8 +32,22 @@ Environ = Mapping[str, str]
 
 MAX_DIGITS = 18  # any rank, size or job id fits; anything longer is garbage, refused before int()
 _DIGITS = re.compile(f"[0-9]{{1,{MAX_DIGITS}}}")
-# host names, IPv4, IPv6 (optionally bracketed, with a %zone): no spaces, quotes or shell syntax
-ADDRESS_RE = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,255}")
+
+# An address is a host name (RFC 1123: dot-separated labels of letters, digits and inner hyphens,
+# each 1..63 characters, 253 in all), an IPv4 address in dotted-quad form, or an IPv6 address.
+# A name whose labels are all digits is an IPv4 address or nothing ("1.2.3" and "999.1.1.1" are
+# refused). IPv6 may come in brackets, as in a URL: check_address returns it without them. A zone
+# id ("%eth0") is kept, and only on a link-local address (fe80::/10), the only kind that needs one.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
+_NUMERIC = re.compile(r"[0-9.]+")
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ADDRESS_EXPECTED = (
+    "a host name (RFC 1123 labels: letters, digits, inner '-', joined by '.'), an IPv4 address, "
+    "or an IPv6 address (brackets allowed; a %zone only on a link-local fe80::/10 address)"
+)
 
 
 def present(environ: Environ, *names: str) -> tuple[str, ...]:
@@ -58,6 +73,8 @@ def check_integer(name: str, raw: str, minimum: int = 0, maximum: int | None = N
     if not expected:
         expected = f"a decimal integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
     if not _DIGITS.fullmatch(raw):
+        if raw.isascii() and raw.isdigit():  # digits, but more than any launcher writes
+            expected = f"{expected}, at most {MAX_DIGITS} digits"
         raise InvalidVariable(name, raw, expected)
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
@@ -96,11 +113,54 @@ def port(environ: Environ, name: str, *, source: str | None = None) -> int:
     return check_port(name, text(environ, name, source=source, expected="a TCP port 1..65535"))
 
 
+def _ipv6(text: str) -> bool:
+    import ipaddress  # lazily: only an IPv6 address pays for the module
+
+    address, sep, zone = text.partition("%")
+    try:
+        parsed = ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return not sep or (parsed.is_link_local and _ZONE.fullmatch(zone) is not None)
+
+
+def is_address(text: object) -> bool:
+    """Whether `text` is an address as a Topology stores it: a host name, IPv4 or IPv6 (no brackets)."""
+    if not isinstance(text, str):
+        return False
+    if ":" in text:
+        return text.isascii() and _ipv6(text)
+    if _NUMERIC.fullmatch(text):
+        return _IPV4.fullmatch(text) is not None
+    return _HOST_NAME.fullmatch(text) is not None
+
+
 def check_address(name: str, raw: str) -> str:
-    """The value `raw` of variable `name` if it is a host name or IP address, else InvalidVariable."""
-    if not ADDRESS_RE.fullmatch(raw):
-        raise InvalidVariable(name, raw, "a host name or IP address (letters, digits, '.', '-', '_', ':', '[]', '%')")
-    return raw
+    """The value `raw` of variable `name` as an address (a host name, IPv4, or IPv6 returned without
+    its brackets), else InvalidVariable."""
+    value = raw[1:-1] if raw.startswith("[") and raw.endswith("]") and ":" in raw else raw
+    if not is_address(value):
+        raise InvalidVariable(name, raw, _ADDRESS_EXPECTED)
+    return value
+
+
+def is_loopback(address: str) -> bool:
+    """Whether `address` reaches only this host: 127.0.0.0/8, ::1, `localhost` (and `*.localhost`,
+    RFC 6761), or an unspecified address (0.0.0.0, ::), which connects to this host too."""
+    lowered = address.lower().rstrip(".")
+    if lowered == "localhost" or lowered.endswith(".localhost"):
+        return True
+    if not (":" in address or _NUMERIC.fullmatch(address)):
+        return False
+    import ipaddress
+
+    try:
+        parsed = ipaddress.ip_address(address.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    return parsed.is_loopback or parsed.is_unspecified
 
 
 def address(environ: Environ, name: str, *, source: str | None = None) -> str:

@@ -10,7 +10,8 @@ TopologyError
 │   └── HostlistSyntaxError   points at the column
 ├── InvalidTopology       (also ValueError)  a record field breaks an invariant
 ├── InvalidSettings       (also ValueError)  devices/num_nodes disagree with the launcher
-└── ProbeFailed           a probe could not answer
+├── ProbeFailed           a probe could not answer
+└── StrictWarnings        strict=True and the topology has warnings
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ __all__ = [
     "InvalidVariable",
     "MissingVariable",
     "ProbeFailed",
+    "StrictWarnings",
     "TopologyError",
     "TopologyWarning",
+    "count",
     "shown",
 ]
 
@@ -36,10 +39,22 @@ _SHOWN = 200  # longest value quoted in a message; longer ones are cut so errors
 
 def shown(value: object) -> str:
     """`repr` of a value, shortened so that a huge bad input does not make a huge message."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return count(value)  # repr() of an int past 4300 digits raises ValueError
     text = repr(value)
     if len(text) > _SHOWN:
         return f"{text[: _SHOWN - 20]}...<{len(text)} chars>"
     return text
+
+
+def count(number: int) -> str:
+    """An integer for a message; astronomically large ones (a pathological hostlist's host count,
+    which `str()` refuses past 4300 digits) are written as a power of ten."""
+    if number.bit_length() <= 200:
+        return str(number)
+    import math
+
+    return f"about 10**{int(number.bit_length() * math.log10(2))}"
 
 
 def _visible(text: str) -> str:
@@ -170,3 +185,19 @@ class ProbeFailed(TopologyError):
         self.probe = probe
         self.reason = reason
         super().__init__(f"probe {probe!r} failed: {reason}")
+
+
+class StrictWarnings(TopologyError):
+    """`strict=True` (`--strict`): the topology resolved, with warnings, and strict makes each an error.
+
+    `warnings` holds them all; `value` is the first, and the message lists every one.
+    """
+
+    def __init__(self, warnings: tuple[str, ...], topology: str) -> None:
+        self.variable = "strict"
+        self.warnings = warnings
+        self.value = warnings[0]
+        self.expected = "a topology without warnings"
+        listed = "; ".join(f"warning: {w}" for w in warnings)
+        many = f"{len(warnings)} warnings" if len(warnings) > 1 else "a warning"
+        super().__init__(f"strict: {topology} resolved with {many}, and strict makes warnings errors: {listed}")

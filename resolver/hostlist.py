@@ -68,6 +68,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, cast
 
 from resolver.errors import HostlistSyntaxError, shown
+from resolver.errors import count as count_text
 
 __all__ = ["DEFAULT_LIMIT", "compress", "count", "expand", "first"]
 
@@ -227,13 +228,6 @@ def _product(sizes: Sequence[int]) -> int:
     return values[0]
 
 
-def _describe(number: int) -> str:
-    """A count for a message; astronomically large ones are written as a power of ten."""
-    if number.bit_length() <= 200:
-        return str(number)
-    return f"about 10**{int(number.bit_length() * math.log10(2))}"
-
-
 # ------------------------------------------------------------------------------------------ public API
 
 
@@ -284,7 +278,7 @@ def expand(hostlist: str, *, limit: int = DEFAULT_LIMIT) -> Iterator[str]:
     items = list(_Parser(hostlist).items())
     total = sum(item.size for item in items)
     if total > limit:
-        raise HostlistSyntaxError(hostlist, 0, f"expands to {_describe(total)} hosts, more than the limit of {limit}")
+        raise HostlistSyntaxError(hostlist, 0, f"expands to {count_text(total)} hosts, more than the limit of {limit}")
     return itertools.chain.from_iterable(_pieces(items))
 
 

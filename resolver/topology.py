@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from resolver.environ import ADDRESS_RE
+from resolver.environ import is_address
 from resolver.errors import InvalidTopology, TopologyError
 
 __all__ = ["SCHEMA", "Topology"]
@@ -38,8 +38,10 @@ def _str_or_none(instance: object, attribute: attrs.Attribute[Any], value: objec
 
 
 def _address(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not (isinstance(value, str) and ADDRESS_RE.fullmatch(value)):
-        raise InvalidTopology(attribute.name, value, "a non-empty host name or IP address without whitespace")
+    if value is not None and not is_address(value):
+        raise InvalidTopology(
+            attribute.name, value, "a host name (RFC 1123), an IPv4 address or an IPv6 address without brackets"
+        )
 
 
 def _port(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

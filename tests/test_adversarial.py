@@ -47,7 +47,8 @@ ENDPOINT_KINDS = {"MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT}
 # key: the source name, then ":" and a variant where one source reads several launchers' variables
 SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
     "torchelastic": (
-        read_capture(captures("torchrun/2node_static/rank3.env")[0]),
+        # captured with both nodes on one host (MASTER_ADDR=127.0.0.1): here node 0 has an address
+        {**read_capture(captures("torchrun/2node_static/rank3.env")[0]), "MASTER_ADDR": "10.0.0.1"},
         probes.fake(),
         {
             "WORLD_SIZE": COUNT,

@@ -43,6 +43,7 @@ def test_ranks_for_env_init() -> None:
         "RANK": "1",
         "LOCAL_RANK": "1",
         "NODE_RANK": "0",
+        "GROUP_RANK": "0",  # torchrun's name for the node rank; LOCAL_WORLD_SIZE only when known
     }
     applied.teardown()
     assert env == {"WORLD_SIZE": "99"}  # Lightning's teardown would have deleted it

@@ -36,18 +36,22 @@ def test_text_on_this_machine() -> None:
     assert "probe:free_port" in out.stdout
 
 
+# the torchrun capture's two nodes ran on one host (MASTER_ADDR=127.0.0.1)
+EMULATED = "--allow-loopback"
+
+
 def test_json_of_a_captured_env_file(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--format", "json", "--env-file", str(CAPTURE)], environ={}) == 0
+    assert main(["--format", "json", "--env-file", str(CAPTURE), EMULATED], environ={}) == 0
     t = Topology.from_dict(json.loads(capsys.readouterr().out))
     assert (t.source, t.global_rank, t.world_size, t.node_rank) == ("torchelastic", 3, 4, 1)
 
 
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--explain", "--env-file", str(CAPTURE)], environ={}) == 0
+    assert main(["--explain", "--env-file", str(CAPTURE), EMULATED], environ={}) == 0
     out = capsys.readouterr().out
     assert out.startswith("* torchelastic")
     assert "chosen: torchelastic: first match in detection order" in out
-    assert main(["--explain", "--format", "json", "--env-file", str(CAPTURE)], environ={}) == 0
+    assert main(["--explain", "--format", "json", "--env-file", str(CAPTURE), EMULATED], environ={}) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["explain"]["chosen"] == "torchelastic" and data["topology"]["global_rank"] == 3
 
@@ -71,7 +75,7 @@ def test_forced_source(capsys: pytest.CaptureFixture[str]) -> None:
         (["--env-file", "/does/not/exist"], {}, "error: --env-file '/does/not/exist' cannot be read"),
         (["--devices", "2"], {}, "error: --devices and --num-nodes go together"),
         (
-            ["--devices", "3", "--num-nodes", "1", "--env-file", str(CAPTURE)],
+            ["--devices", "3", "--num-nodes", "1", "--env-file", str(CAPTURE), EMULATED],
             {},
             "error: You set devices=3, but torchelastic started 2 processes",
         ),
@@ -156,7 +160,7 @@ def _shell_quote(text: str) -> str:
 
 
 def test_env_format_from_the_command_line() -> None:
-    out = run("--format", "env", "--env-file", str(CAPTURE))
+    out = run("--format", "env", "--env-file", str(CAPTURE), EMULATED)
     env = bash_env(f"eval {_shell_quote(out.stdout)}")
     assert (env["MASTER_ADDR"], env["RANK"], env["WORLD_SIZE"], env["NODE_RANK"]) == ("127.0.0.1", "3", "4", "1")
 
@@ -165,3 +169,145 @@ def test_version_is_the_package_version() -> None:
     out = run("--version")
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"cluster-topology {__version__}\n"
+
+
+# -- issue 15: warnings, --strict, loopback, a well-made Unix tool ------------------------------------
+
+# node 1 of 2 under torchrun, with a MASTER_ADDR that every node can reach
+TORCHRUN_NODE1 = {
+    "TORCHELASTIC_RUN_ID": "7",
+    "GROUP_RANK": "1",
+    "GROUP_WORLD_SIZE": "2",
+    "WORLD_SIZE": "4",
+    "RANK": "2",
+    "LOCAL_RANK": "0",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "node0",
+    "MASTER_PORT": "29500",
+}
+# the default source when LOCAL_RANK is set without MASTER_PORT: resolves with a warning
+WARNED = {"LOCAL_RANK": "0", "PATH": "/nonexistent"}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "env"])
+def test_every_format_prints_the_warnings_on_stderr(fmt: str) -> None:
+    out = run("--format", fmt, env=WARNED)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("warning: LOCAL_RANK is set but MASTER_PORT is not"), out.stderr
+    assert "warning:" not in out.stdout
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "env"])
+def test_strict_makes_a_warning_an_error(fmt: str) -> None:
+    out = run("--format", fmt, "--strict", env=WARNED)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: strict: lightning rank 0/1"), out.stderr
+    assert "warning: LOCAL_RANK is set but MASTER_PORT is not" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    if fmt == "json":
+        assert json.loads(out.stdout)["error"]["type"] == "StrictWarnings"
+    else:
+        assert out.stdout == ""
+
+
+def test_strict_without_warnings_resolves() -> None:
+    out = run("--strict", "--format", "json", env=TORCHRUN_NODE1)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["node_rank"] == 1 and out.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("change", "origin"),
+    [
+        ({"MASTER_ADDR": "127.0.0.1"}, "env:MASTER_ADDR"),  # inherited from an eval in the batch script
+        ({"MASTER_ADDR": "localhost"}, "env:MASTER_ADDR"),
+        ({"MASTER_ADDR": "::1"}, "env:MASTER_ADDR"),
+        ({"MASTER_ADDR": None}, "default:127.0.0.1"),  # torchrun node 1 of 2 without MASTER_ADDR
+    ],
+)
+def test_a_loopback_address_across_nodes_is_refused(change: dict[str, str | None], origin: str) -> None:
+    env = {k: v for k, v in {**TORCHRUN_NODE1, **change}.items() if v is not None}
+    out = run(env=env)
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert "not a loopback address" in line and f"(from {origin})" in line and "num_nodes=2" in line
+    assert "HINT: set MASTER_ADDR" in line and "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK=1" in line
+    # the documented opt-ins: a flag and a variable
+    assert run("--allow-loopback", env=env).returncode == 0
+    assert run(env={**env, "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "1"}).returncode == 0
+    refused = run(env={**env, "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "yes"})
+    assert refused.returncode == 2 and "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK='yes' is invalid" in refused.stderr
+
+
+def test_loopback_on_one_node_is_fine() -> None:
+    one_node = {**TORCHRUN_NODE1, "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "WORLD_SIZE": "2", "RANK": "0"}
+    assert run(env={**one_node, "MASTER_ADDR": "127.0.0.1"}).returncode == 0
+
+
+def test_usage_names_the_command_typed() -> None:
+    import shutil
+
+    script = shutil.which("cluster-topology")
+    assert script is not None
+    out = subprocess.run([script, "--nope"], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2 and out.stderr.startswith("usage: cluster-topology [options]")
+    assert run("--nope").stderr.startswith("usage: python -m resolver [options]")
+    assert run("exec", "--nope").stderr.startswith("usage: python -m resolver exec [options] -- PROGRAM")
+
+
+def test_help_lists_every_source() -> None:
+    from resolver.sources import registered
+
+    text = " ".join(run("--help").stdout.split())
+    for source in registered():
+        assert source.name in text
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    script = f"set -o pipefail; {sys.executable} -m resolver --explain | head -1; echo status=$?"
+    out = subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path.cwd()), "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in out.stderr and "Error" not in out.stderr and "Exception" not in out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and lines[1] in ("status=0", "status=141")  # 141: as a tool SIGPIPE ended
+
+
+MPI_ONE_NODE = {
+    "OMPI_COMM_WORLD_SIZE": "2",
+    "OMPI_COMM_WORLD_RANK": "0",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+    "MASTER_ADDR": "a",
+    "MASTER_PORT": "1",
+}
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_explain_lines_fit_the_terminal(columns: str) -> None:
+    for env in ({}, MPI_ONE_NODE):
+        out = run("--explain", env={**env, "COLUMNS": columns})
+        assert out.returncode == 0, out.stderr
+        explanation = out.stdout.split("\n\n")[0].splitlines()
+        assert explanation[-1].startswith("chosen:") or any(x.startswith("chosen:") for x in explanation)
+        assert max(len(line) for line in explanation) < int(columns)
+
+
+def test_plural_forms() -> None:
+    one = {**TORCHRUN_NODE1, "LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "2", "RANK": "1"}
+    out = run("--devices", "2", "--num-nodes", "2", env=one)
+    assert "torchelastic started 1 process on this node" in out.stderr
+    out = run("--devices", "2", "--num-nodes", "1", env=TORCHRUN_NODE1)
+    assert "torchelastic runs on 2 nodes" in out.stderr
+
+
+def test_an_integer_past_18_digits_says_the_limit() -> None:
+    out = run(env={**TORCHRUN_NODE1, "RANK": "1" * 19})
+    assert out.returncode == 2 and "at most 18 digits" in out.stderr
+    assert "at most 18 digits" in run("--devices", "9" * 19, "--num-nodes", "1").stderr

@@ -37,16 +37,66 @@ def test_port_refuses(raw: str) -> None:
         environ.port({"MASTER_PORT": raw}, "MASTER_PORT")
 
 
-@pytest.mark.parametrize("raw", ["10.0.0.1", "node-01.cluster", "fe80::1%eth0", "[::1]", "localhost", "a_b"])
-def test_address_accepts(raw: str) -> None:
-    assert environ.address({"MASTER_ADDR": raw}, "MASTER_ADDR") == raw
+@pytest.mark.parametrize(
+    ("raw", "stored"),
+    [
+        ("10.0.0.1", "10.0.0.1"),
+        ("node-01.cluster", "node-01.cluster"),
+        ("n001", "n001"),
+        ("1node", "1node"),  # RFC 1123 lets a label start with a digit
+        ("a" * 63 + ".b", "a" * 63 + ".b"),
+        ("fe80::1%eth0", "fe80::1%eth0"),
+        ("[fe80::1]", "fe80::1"),  # brackets are URL syntax, not part of the address
+        ("[fe80::1%eth0]", "fe80::1%eth0"),
+        ("[::1]", "::1"),
+        ("2001:db8::7", "2001:db8::7"),
+        ("::ffff:10.0.0.1", "::ffff:10.0.0.1"),
+        ("localhost", "localhost"),
+    ],
+)
+def test_address_accepts(raw: str, stored: str) -> None:
+    assert environ.address({"MASTER_ADDR": raw}, "MASTER_ADDR") == stored
+    assert environ.is_address(stored)
 
 
-@pytest.mark.parametrize("raw", ["", " ", "a b", "host\n", "a;rm -rf /", "$(x)", "`x`", "h'o", "x" * 256, "é"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        *("", " ", "a b", "host\n", "a;rm -rf /", "$(x)", "`x`", "h'o", "x" * 256, "é"),
+        # accepted before issue 15, and written to the environment
+        *(":::::", "%", ".", "-badhost", "a..b", "[[x]]"),
+        *("badhost-", "a_b", "host.", "a" * 64, ".".join(["a" * 63] * 4) + "x"),  # labels and length
+        *("1.2.3", "999.1.1.1", "010.0.0.1", "1.2.3.4.5"),  # digits only: an IPv4 address or nothing
+        *("[10.0.0.1]", "[node1]", "[::1", "::1]", "[[::1]]"),  # brackets only around IPv6
+        *("2001:db8::7%eth0", "::1%lo", "fe80::1%", "fe80::1%a b", "fe80::1%eth0%x"),  # zones: link-local only
+        *("1:2:3:4:5:6:7:8:9", "fe80::g", "١٢٣.1.1.1"),
+    ],
+)
 def test_address_refuses(raw: str) -> None:
     with pytest.raises(InvalidVariable) as info:
         environ.address({"MASTER_ADDR": raw}, "MASTER_ADDR")
+    assert info.value.variable == "MASTER_ADDR"
     assert "MASTER_ADDR=" in str(info.value)
+    assert "RFC 1123" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        *(("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("localhost", True), ("LOCALHOST", True)),
+        *(("a.localhost", True), ("::ffff:127.0.0.1", True), ("0.0.0.0", True), ("::", True)),  # noqa: S104
+        *(("10.0.0.1", False), ("128.0.0.1", False), ("fe80::1%lo", False), ("node1", False)),
+        *(("localhost1", False), ("notlocalhost", False), ("126.255.255.255", False)),
+    ],
+)
+def test_is_loopback(address: str, loopback: bool) -> None:
+    assert environ.is_loopback(address) is loopback
+
+
+def test_more_than_18_digits_says_the_limit() -> None:
+    with pytest.raises(InvalidVariable) as info:
+        environ.integer({"RANK": "1" * 19}, "RANK")
+    assert "at most 18 digits" in str(info.value)
 
 
 def test_huge_values_are_shortened_in_messages() -> None:

@@ -23,6 +23,14 @@ def test_live_probes_answer() -> None:
     assert p.which("no-such-command-here") is None
 
 
+def test_two_resolves_in_one_process_name_the_same_endpoint() -> None:
+    """The record you log and the one init_process_group() resolves again must agree (issue 15)."""
+    first, second = resolver.resolve({}), resolver.resolve({})
+    assert first.provenance["main_port"] == "probe:free_port"
+    assert (first.main_address, first.main_port) == (second.main_address, second.main_port)
+    assert probes.system().free_port() == probes.system(timeout=5).free_port() == first.main_port
+
+
 def test_read_text_refuses_what_never_ends(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -6,7 +6,7 @@ import probes
 import resolver
 from resolver import InvalidSettings, Topology
 
-DEFAULT = resolver.resolve({"NODE_RANK": "1", "MASTER_PORT": "7000"}, probes.fake())
+DEFAULT = resolver.resolve({"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "7000"}, probes.fake())
 
 
 def test_spawn_plans_this_nodes_workers() -> None:

@@ -45,7 +45,7 @@ def test_a_world_of_one_without_a_launcher() -> None:
 def test_refused_where_torchrun_cannot_start_this_nodes_processes() -> None:
     worker = read_capture(captures("torchrun/2node_static/rank3.env")[0])
     with pytest.raises(InvalidSettings, match="torchrun worker already"):
-        torchrun_arguments(resolver.resolve(worker, probes.fake()))
+        torchrun_arguments(resolver.resolve(worker, probes.fake(), allow_loopback=True))  # 2 nodes on one host
     two_per_node = read_capture(captures("slurm/f_2node_srun_N2_n4/rank1.env")[0])
     with pytest.raises(InvalidSettings, match="one of 3 processes on its node"):
         torchrun_arguments(resolver.resolve(two_per_node, probes.fake()))
@@ -64,9 +64,9 @@ def test_refused_where_torchrun_cannot_start_this_nodes_processes() -> None:
 
 
 def test_an_ipv6_address_is_one_bare_word_that_the_shell_leaves_alone() -> None:
-    t = resolver.resolve({**POD, "PET_MASTER_ADDR": "[fd00::1%eth0]"}, probes.fake())
+    t = resolver.resolve({**POD, "PET_MASTER_ADDR": "[fe80::1%eth0]"}, probes.fake())
     line = render_torchrun(t)
-    assert "--master-addr=fd00::1%eth0" in line
+    assert "--master-addr=fe80::1%eth0" in line
     assert shlex.split(line) == line.split()  # no quoting needed: works unquoted in $(...)
     words = subprocess.run(
         ["bash", "-c", f'printf "%s\\n" $(printf %s {shlex.quote(line)})'], capture_output=True, text=True, check=True

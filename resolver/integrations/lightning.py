@@ -30,13 +30,14 @@ made; a copy used in another process raises InvalidSettings rather than give eve
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver._detect import resolve
+from resolver._detect import enforce, resolve
 from resolver._spawn import spawn
 from resolver._validate import validate
 from resolver.errors import InvalidSettings, InvalidTopology
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = ["LIGHTNING_WRITES", "TopologyEnvironment"]
+
+_LOG = logging.getLogger(__name__)
 
 # what Lightning's script launcher and _init_dist_connection write into os.environ from our answers
 # (lightning/fabric/strategies/launchers/subprocess_script.py:115-121, utilities/distributed.py:280-281)
@@ -82,6 +85,10 @@ class TopologyEnvironment(ClusterEnvironment):
             raise TypeError(f"TopologyEnvironment needs a Topology or None, got {type(topology).__name__}")
         elif probes is not None or source is not None:
             raise TypeError("probes and source are for resolving: pass them only without a topology")
+        else:
+            enforce(topology, target, strict=False, allow_loopback=False)
+        for warning in topology.warnings:
+            _LOG.warning("%s: %s", topology, warning)
         self._topology = topology
         self._pending: dict[str, int] = {}  # a rank waiting for the world size it fits in
         self._launches = 0

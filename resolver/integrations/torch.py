@@ -7,6 +7,10 @@ and restore the environment when that group is destroyed.
         torch.distributed.all_reduce(tensor)
     # here the group is destroyed and os.environ is exactly as before
 
+The topology's warnings are logged (`logging`, logger `resolver.integrations.torch`, level WARNING)
+before the group forms; a topology spanning several nodes with a loopback main address is refused
+(see `resolver.resolve`; CLUSTER_TOPOLOGY_ALLOW_LOOPBACK=1 in os.environ allows it).
+
 Teardown happens on the first of: `Group.destroy()` (or leaving the `with` block), or the
 default process group object being freed after `torch.distributed.destroy_process_group()`
 (a `weakref.finalize` on it; in CPython that is at once, unless something still holds the
@@ -15,13 +19,14 @@ group). torch itself is not patched.
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from resolver._apply import Applied, apply
-from resolver._detect import resolve
+from resolver._detect import enforce, resolve
 from resolver.integrations import missing
 from resolver.topology import Topology
 
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
 __all__ = ["DECIDED", "Group", "default_backend", "init_process_group"]
+
+_LOG = logging.getLogger(__name__)
 
 # what the topology decides: passing one of these would contradict it (or bypass env://)
 DECIDED = ("init_method", "rank", "store", "world_size")
@@ -115,6 +122,10 @@ def init_process_group(topology: Topology | None = None, *, backend: str | None 
         topology = resolve(os.environ)
     elif not isinstance(topology, Topology):
         raise TypeError(f"init_process_group() needs a Topology or None, got {type(topology).__name__}")
+    else:
+        enforce(topology, os.environ, strict=False, allow_loopback=False)
+    for warning in topology.warnings:
+        _LOG.warning("%s: %s", topology, warning)
     chosen = default_backend() if backend is None else backend
     applied = apply(topology, ranks=True)
     try:

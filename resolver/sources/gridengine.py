@@ -56,7 +56,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import ADDRESS_RE
+from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
 from resolver.sources import Builder, Detection, JobFacts
 from resolver.sources.mpi import launcher as mpi_launcher
@@ -169,7 +169,7 @@ def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
         words = line.split()
         if not words:
             continue
-        if len(words) < 2 or not ADDRESS_RE.fullmatch(words[0]) or not (words[1].isascii() and words[1].isdigit()):
+        if len(words) < 2 or not is_address(words[0]) or not (words[1].isascii() and words[1].isdigit()):
             raise InvalidVariable(
                 HOSTFILE, path, f"a file of 'host slots queue processors' lines; line {number} is {shown(line)}"
             )

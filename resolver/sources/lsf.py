@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import ADDRESS_RE
+from resolver.environ import is_address
 from resolver.errors import InvalidVariable, ProbeFailed, shown
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.topology import Topology
@@ -81,7 +81,7 @@ def compute_hosts(text: str, path: str) -> tuple[str, dict[str, int]]:
         host = line.strip()
         if not host or host in index:
             continue
-        if not ADDRESS_RE.fullmatch(host):
+        if not is_address(host):
             raise InvalidVariable(
                 RANKFILE, path, f"a rankfile with one host name per line; line {number} is {shown(line)}"
             )

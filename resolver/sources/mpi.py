@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver import environ as env
-from resolver.environ import ADDRESS_RE
+from resolver.environ import is_address
 from resolver.errors import ProbeFailed, TopologyError
 from resolver.sources import Builder, Detection, scheduler_endpoint
 from resolver.topology import Topology
@@ -412,7 +412,7 @@ class _Resolution:
     def main_from_rank0(self, answer: _Answer, rank: int, how: str) -> None:
         """This rank's main endpoint: its own MASTER_ADDR/MASTER_PORT when set, else rank 0's."""
         _, address0, port0, _ = answer
-        if address0 is None or not ADDRESS_RE.fullmatch(address0):
+        if address0 is None or not is_address(address0):
             raise ProbeFailed(
                 "hostname",
                 f"rank 0's host name {address0!r} cannot be the main address: expected a host name or IP address "

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
-from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed
+from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.topology import Topology
 
@@ -252,7 +252,9 @@ class Slurm:
         if nodes is None:
             b.set("num_nodes", hosts, f"formula:count of hosts in {nodelist_var}")
         elif nodes != hosts:
-            raise InvalidVariable(nodes_var, str(nodes), f"the number of hosts in {nodelist_var}={nodelist} ({hosts})")
+            raise InvalidVariable(
+                nodes_var, str(nodes), f"the number of hosts in {nodelist_var}={shown(nodelist)} ({count(hosts)})"
+            )
         else:
             b.env("num_nodes", nodes, nodes_var)
 
@@ -265,7 +267,7 @@ class Slurm:
                 raise InvalidVariable(
                     per_node_var,
                     environ[per_node_var],
-                    f"{hosts} node(s) ({nodelist_var}) holding {world} task(s) ({tasks_var}); "
+                    f"{count(hosts)} node(s) ({nodelist_var}) holding {world} task(s) ({tasks_var}); "
                     f"it describes {covered} node(s) holding {total}",
                 )
             here = local_tasks(groups, node)

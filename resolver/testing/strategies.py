@@ -92,11 +92,17 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
     """Valid `Topology` records, every field exercised; needs hypothesis (a test extra), imported here."""
     from hypothesis import strategies as st
 
-    from resolver.environ import ADDRESS_RE
+    from resolver.environ import is_address
     from resolver.topology import _SOURCE_RE
 
     names = [field.name for field in attrs.fields(Topology)]
     text = st.text(max_size=24)
+    label = st.from_regex(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,8}[A-Za-z0-9])?", fullmatch=True)
+    addresses = (
+        st.lists(label, min_size=1, max_size=4).map(".".join).filter(is_address)
+        | st.ip_addresses().map(str)
+        | st.sampled_from(["fe80::1%eth0", "localhost", "n001.cluster.example"])
+    )
 
     @st.composite
     def build(draw: st.DrawFn) -> Topology:
@@ -115,7 +121,7 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
             num_nodes=nodes,
             local_world_size=local_size,
             nproc_per_node=draw(st.none() | st.integers(1, 64)),
-            main_address=draw(st.none() | st.from_regex(ADDRESS_RE, fullmatch=True)),
+            main_address=draw(st.none() | addresses),
             main_port=draw(st.none() | st.integers(1, 65535)),
             creates_processes_externally=draw(st.booleans()),
             job_id=draw(st.none() | text),

@@ -150,11 +150,14 @@ def _jobs(most: int) -> SearchStrategy[Job]:
     def build(draw: st.DrawFn) -> Job:
         nnodes = draw(st.integers(1, min(3, most)))
         rdzv: Literal["c10d", "static"] = draw(st.sampled_from(["c10d", "static"]))
+        hosts = draw(host_names(nnodes))
         launch = TorchrunLaunch(
             nnodes=nnodes,
             nproc_per_node=draw(st.integers(1, max(1, min(4, most // nnodes)))),
             rdzv=rdzv,
-            hosts=draw(host_names(nnodes)),
+            hosts=hosts,
+            # static across nodes needs --master-addr: torchrun's default, 127.0.0.1, hangs the job
+            master_addr=hosts[0] if rdzv == "static" and nnodes > 1 else None,
             run_id=draw(st.sampled_from(["none", "42", "job-7"])),
             restart_count=draw(st.integers(0, 3)),
             max_restarts=3,

@@ -89,8 +89,10 @@ class Job:
         """The host each process runs on."""
         return tuple(p.hostname for p in self.processes)
 
-    def resolve(self, *, timeout: float = 30.0) -> tuple[Topology, ...]:
+    def resolve(self, *, timeout: float = 30.0, allow_loopback: bool = False) -> tuple[Topology, ...]:
         """Resolve every process with its own fake probes; the first rank's `TopologyError` is raised.
+
+        `allow_loopback` is `resolver.resolve`'s: for a job whose nodes were emulated on one host.
 
         Each process gets its host name, its files and a free port of its own (40000 + its index, so a
         rank that uses its own port instead of rank 0's shows). MPI ranks get the communicators of one
@@ -99,14 +101,15 @@ class Job:
         source = self.source if self.forced else None
         if not self.mpi:
             return tuple(
-                resolver.resolve(p.environ, p.probes(free_port=40000 + i), source=source) for i, p in enumerate(self)
+                resolver.resolve(p.environ, p.probes(free_port=40000 + i), source=source, allow_loopback=allow_loopback)
+                for i, p in enumerate(self)
             )
-        return self._resolve_world(source, timeout)
+        return self._resolve_world(source, timeout, allow_loopback)
 
     def __iter__(self) -> Iterator[Process]:
         return iter(self.processes)
 
-    def _resolve_world(self, source: str | None, timeout: float) -> tuple[Topology, ...]:
+    def _resolve_world(self, source: str | None, timeout: float, allow_loopback: bool) -> tuple[Topology, ...]:
         from probes.fakes import FakeComm
 
         comms = FakeComm.connected(len(self), timeout=timeout)
@@ -116,7 +119,10 @@ class Job:
             process = self.processes[i]
             try:
                 results[i] = resolver.resolve(
-                    process.environ, process.probes(free_port=40000 + i, comm=comms[i]), source=source
+                    process.environ,
+                    process.probes(free_port=40000 + i, comm=comms[i]),
+                    source=source,
+                    allow_loopback=allow_loopback,
                 )
             except TopologyError as exc:
                 results[i] = exc

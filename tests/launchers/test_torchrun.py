@@ -40,6 +40,7 @@ def clean_env() -> dict[str, str]:
     drop = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("SLURM_", "OMPI_", "PMI"))}
     env["PYTHONPATH"] = str(ROOT)
+    env["CLUSTER_TOPOLOGY_ALLOW_LOOPBACK"] = "1"  # the "nodes" are agents on this one host
     return env
 
 

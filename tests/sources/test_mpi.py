@@ -485,7 +485,7 @@ OMPI = {
         ({"OMPI_COMM_WORLD_LOCAL_RANK": "١"}, InvalidVariable, "OMPI_COMM_WORLD_LOCAL_RANK", "decimal integer"),
         ({"OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, InvalidVariable, "OMPI_COMM_WORLD_LOCAL_SIZE", "<= world_size"),
         ({"MASTER_PORT": "70000"}, InvalidVariable, "MASTER_PORT", "TCP port"),
-        ({"MASTER_ADDR": "a b"}, InvalidVariable, "MASTER_ADDR", "host name or IP address"),
+        ({"MASTER_ADDR": "a b"}, InvalidVariable, "MASTER_ADDR", "a host name (RFC 1123"),
     ],
 )
 def test_bad_variables_are_named(

@@ -347,3 +347,24 @@ def test_the_mpirun_markers_are_the_mpi_module_s() -> None:
     from resolver.sources import mpi, slurm
 
     assert tuple(found.marker for found in mpi.LAUNCHERS if found.mpirun_only) == slurm.MPIRUN_MARKERS
+
+
+# a valid first host (a.b.c.d, 231 characters) whose hostlist names about 10**4315 hosts: more
+# digits than str() formats, so every message must write the count another way
+ASTRONOMICAL = ".".join(["a" + "[0-18446744073709551615]" * 56] * 4)
+
+
+@pytest.mark.parametrize(
+    ("drop", "variable"),
+    [
+        (("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"), "num_nodes"),
+        (("SLURM_STEP_NUM_NODES", "SLURM_NNODES"), "SLURM_STEP_TASKS_PER_NODE"),
+        ((), "SLURM_STEP_NUM_NODES"),
+    ],
+)
+def test_a_host_count_too_large_to_print_is_still_a_topology_error(drop: tuple[str, ...], variable: str) -> None:
+    env = {k: v for k, v in BASE.items() if k not in drop} | {"SLURM_STEP_NODELIST": ASTRONOMICAL}
+    with pytest.raises(resolver.TopologyError) as info:
+        resolver.resolve(env, FAKE)
+    assert variable in str(info.value) and "about 10**4315" in str(info.value)
+    assert len(str(info.value)) < 600

@@ -15,7 +15,7 @@ FAKE = probes.fake()  # torchelastic asks no probe: any question would raise Pro
 @pytest.mark.parametrize("path", captures("torchrun/*/*.env"), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_real_torchrun_captures(path: Path) -> None:
     env = read_capture(path)
-    t = resolver.resolve(env, FAKE)
+    t = resolver.resolve(env, FAKE, allow_loopback=True)  # two nodes emulated on one host
     assert t.source == "torchelastic"
     assert t.world_size == int(env["WORLD_SIZE"])
     assert t.global_rank == int(env["RANK"])
@@ -33,7 +33,9 @@ def test_real_torchrun_captures(path: Path) -> None:
 
 
 def test_a_whole_job_is_consistent() -> None:
-    tops = [resolver.resolve(read_capture(p), FAKE) for p in captures("torchrun/2node_static/*.env")]
+    tops = [
+        resolver.resolve(read_capture(p), FAKE, allow_loopback=True) for p in captures("torchrun/2node_static/*.env")
+    ]
     assert sorted(t.global_rank for t in tops) == [0, 1, 2, 3]
     assert len({(t.main_address, t.main_port) for t in tops}) == 1
     assert {t.node_rank for t in tops} == {0, 1}

@@ -55,7 +55,13 @@ def test_apply_writes_no_endpoint() -> None:
     with resolver.apply(t, env) as applied:
         assert applied.written == {} and env == {"MASTER_ADDR": "keep"}
     with resolver.apply(t, env, ranks=True) as applied:
-        assert dict(applied.written) == {"WORLD_SIZE": "8", "RANK": "6", "LOCAL_RANK": "2", "NODE_RANK": "1"}
+        assert dict(applied.written) == {
+            "WORLD_SIZE": "8",
+            "RANK": "6",
+            "LOCAL_RANK": "2",
+            "NODE_RANK": "1",
+            "GROUP_RANK": "1",
+        }
     assert env == {"MASTER_ADDR": "keep"}
 
 
