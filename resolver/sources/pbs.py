@@ -61,7 +61,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import ADDRESS_RE
+from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
 from resolver.sources import Builder, Detection, JobFacts
 from resolver.sources.mpi import launcher as mpi_launcher
@@ -182,7 +182,7 @@ def node_hosts(text: str, path: str) -> list[str]:
         host = line.strip()
         if not host:
             continue
-        if not ADDRESS_RE.fullmatch(host):
+        if not is_address(host):
             raise InvalidVariable(HOSTFILE, path, f"a file of host names, one per line; line {number} is {shown(line)}")
         hosts.append(host)
     if not hosts:
