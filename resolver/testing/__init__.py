@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resolver.schema import topology_schema
+from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
 from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
@@ -62,6 +63,9 @@ from resolver.testing.slurm import (
 )
 from resolver.testing.strategies import LAUNCHERS, REGISTRY, jobs, topologies
 from resolver.testing.torchrun import TorchrunLaunch, TorchrunWorker, torchrun_env, torchrun_job
+from resolver.testing.tpu_vm import TpuVmHost, TpuVmLaunch, tpu_vm_env, tpu_vm_job
+from resolver.testing.vertex import VertexLaunch, VertexReplica, vertex_env, vertex_job
+from resolver.testing.volcano import VolcanoLaunch, VolcanoPod, volcano_env, volcano_job
 from resolver.testing.world import Job, Launcher, Process, assert_consistent
 
 # Variables whose values each launcher picks at random or from the machine's state: the builders give
@@ -72,6 +76,8 @@ __all__ = [
     "LAUNCHERS",
     "NONDETERMINISTIC",
     "Allocation",
+    "AzureMlLaunch",
+    "AzureMlNode",
     "DeepSpeedLaunch",
     "DeepSpeedWorker",
     "FluxLaunch",
@@ -95,7 +101,15 @@ __all__ = [
     "SlurmTask",
     "TorchrunLaunch",
     "TorchrunWorker",
+    "TpuVmHost",
+    "TpuVmLaunch",
+    "VertexLaunch",
+    "VertexReplica",
+    "VolcanoLaunch",
+    "VolcanoPod",
     "assert_consistent",
+    "azureml_env",
+    "azureml_job",
     "deepspeed_env",
     "deepspeed_job",
     "flux_env",
@@ -120,4 +134,10 @@ __all__ = [
     "topology_schema",
     "torchrun_env",
     "torchrun_job",
+    "tpu_vm_env",
+    "tpu_vm_job",
+    "vertex_env",
+    "vertex_job",
+    "volcano_env",
+    "volcano_job",
 ]

@@ -16,7 +16,21 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver import Topology
-from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, pbs, slurm, torchrun
+from resolver.testing import (
+    azureml,
+    deepspeed,
+    flux,
+    kubeflow,
+    lsf,
+    mpich,
+    openmpi,
+    pbs,
+    slurm,
+    torchrun,
+    tpu_vm,
+    vertex,
+    volcano,
+)
 from resolver.testing.world import Job, Launcher
 
 if TYPE_CHECKING:
@@ -35,6 +49,10 @@ REGISTRY: tuple[Launcher, ...] = (
     deepspeed.LAUNCHER,
     flux.LAUNCHER,
     pbs.LAUNCHER,
+    vertex.LAUNCHER,
+    volcano.LAUNCHER,
+    azureml.LAUNCHER,
+    tpu_vm.LAUNCHER,
 )
 LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
 

@@ -47,6 +47,14 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.flux_env, rt.FluxLaunch, {"rank"}),
     (rt.pbs_job, rt.PbsLaunch, set()),
     (rt.pbs_env, rt.PbsLaunch, {"vnode"}),
+    (rt.vertex_job, rt.VertexLaunch, set()),
+    (rt.vertex_env, rt.VertexLaunch, {"node"}),
+    (rt.volcano_job, rt.VolcanoLaunch, set()),
+    (rt.volcano_env, rt.VolcanoLaunch, {"node"}),
+    (rt.azureml_job, rt.AzureMlLaunch, set()),
+    (rt.azureml_env, rt.AzureMlLaunch, {"node"}),
+    (rt.tpu_vm_job, rt.TpuVmLaunch, set()),
+    (rt.tpu_vm_env, rt.TpuVmLaunch, {"node"}),
 ]
 
 
@@ -84,9 +92,24 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
 
 
 def test_every_builder_of_a_launcher_module_is_exported() -> None:
-    from resolver.testing import deepspeed, flux, kubeflow, lsf, mpich, openmpi, pbs, slurm, torchrun
+    from resolver.testing import (
+        azureml,
+        deepspeed,
+        flux,
+        kubeflow,
+        lsf,
+        mpich,
+        openmpi,
+        pbs,
+        slurm,
+        torchrun,
+        tpu_vm,
+        vertex,
+        volcano,
+    )
 
-    for module in (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs):
+    launchers = (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs)
+    for module in (*launchers, vertex, volcano, azureml, tpu_vm):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:
