@@ -51,13 +51,13 @@ MULTISLICE = ("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCAL
 def host_of(
     variable: str, raw: str, entry: str, expected: str = "host names or host:port entries separated by commas"
 ) -> str:
-    """The host of ``host``, ``host:port`` or ``[v6]:port``, checked; an error names `variable`."""
+    """The host of ``host``, ``host:port`` or ``[v6]:port`` (without brackets), checked; an error names `variable`."""
     host = entry
-    if entry.startswith("["):
-        host = entry.partition("]")[0] + "]"
+    if entry.startswith("[") and "]" in entry:
+        host = entry[1 : entry.index("]")]
     elif entry.count(":") == 1:
         host = entry.partition(":")[0]
-    if not host or not env.ADDRESS_RE.fullmatch(host):
+    if not env.is_address(host):
         raise InvalidVariable(variable, raw, expected)
     return host
 

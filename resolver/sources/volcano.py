@@ -66,7 +66,7 @@ def hosts(environ: Mapping[str, str], variable: str) -> list[str]:
     raw = env.text(environ, variable, source=NAME, expected="the task's pods' host names, comma-separated")
     names = raw.split(",")
     for name in names:
-        if not env.ADDRESS_RE.fullmatch(name):
+        if not env.is_address(name):
             raise InvalidVariable(variable, raw, "host names separated by commas, the task's pod 0 first")
     return names
 

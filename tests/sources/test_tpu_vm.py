@@ -50,7 +50,7 @@ def test_process_addresses_are_preferred_as_jax_does() -> None:
     t = resolver.resolve(environ, probes.fake())
     assert (t.main_address, t.num_nodes, t.node_rank) == ("10.0.0.1", 4, 1)
     only = {"TPU_WORKER_ID": "0", "TPU_PROCESS_ADDRESSES": "[fd00::1]:8476,[fd00::2]:8476"}
-    assert resolver.resolve(only, probes.fake()).main_address == "[fd00::1]"
+    assert resolver.resolve(only, probes.fake()).main_address == "fd00::1"
 
 
 def test_a_launcher_inside_the_host_wins() -> None:
