@@ -1,7 +1,8 @@
 """What the resolver may ask the outside world, as injected callables.
 
-A `Probes` bundle holds six questions: `hostname()`, `comm()` (an mpi4py-shaped communicator),
-`xla()` (a torch_xla.runtime-shaped object), `free_port()`, `read_text(path)` and `which(name)`.
+A `Probes` bundle holds seven questions: `hostname()`, `comm()` (an mpi4py-shaped communicator),
+`xla()` (a torch_xla.runtime-shaped object), `free_port()`, `read_text(path)`, `which(name)` and
+`device_count()` (the accelerators on this node, asked only when no visibility variable says).
 `system()` answers them for real, importing mpi4py or torch_xla only when asked;
 `fake(...)` answers only what it was given and raises `ProbeFailed` naming the probe otherwise.
 """
@@ -39,6 +40,13 @@ class XlaRuntime(Protocol):
     def host_index(self) -> int: ...
 
 
+def _no_device_count() -> int:
+    """The default of a bundle built without a device probe: it cannot answer (the device fields stay None)."""
+    from resolver.errors import ProbeFailed
+
+    raise ProbeFailed("device_count", "this Probes bundle was built without a device_count probe")
+
+
 @attrs.frozen(kw_only=True)
 class Probes:
     """A bundle of probes; build one with `system()` or `fake(...)`, or `attrs.evolve` one of those."""
@@ -49,6 +57,7 @@ class Probes:
     free_port: Callable[[], int]
     read_text: Callable[[str], str]
     which: Callable[[str], str | None]
+    device_count: Callable[[], int] = _no_device_count
 
 
 def system(*, timeout: float | None = None) -> Probes:
@@ -79,8 +88,12 @@ def fake(
     which: Mapping[str, str] | None = None,
     comm: FakeComm | Comm | None = None,
     xla: FakeXla | XlaRuntime | None = None,
+    devices: int | None = None,
 ) -> Probes:
-    """Probes that answer only what they were given; any other question raises `ProbeFailed`."""
+    """Probes that answer only what they were given; any other question raises `ProbeFailed`.
+
+    `devices` is the answer of `device_count()`: the accelerators the node has.
+    """
     from probes.fakes import make
 
-    return make(hostname=hostname, free_port=free_port, files=files, which=which, comm=comm, xla=xla)
+    return make(hostname=hostname, free_port=free_port, files=files, which=which, comm=comm, xla=xla, devices=devices)

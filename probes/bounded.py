@@ -98,8 +98,8 @@ class BoundedComm:
         return getattr(self._comm, name)
 
 
-ALL = ("hostname", "free_port", "read_text", "which", "comm")
-# the live hostname, free_port and which are kernel calls that cannot hang: the live bundle bounds the rest
+ALL = ("hostname", "free_port", "read_text", "which", "comm", "device_count")
+# the live hostname, free_port, which and device_count are kernel calls that cannot hang: the live bundle bounds the rest
 LIVE = ("read_text", "comm")
 
 

@@ -176,6 +176,7 @@ def make(
     which: Mapping[str, str] | None,
     comm: Comm | None,
     xla: XlaRuntime | None,
+    devices: int | None = None,
 ) -> Probes:
     """The bundle behind `probes.fake(...)`: each given answer, and `ProbeFailed` for the rest."""
 
@@ -192,4 +193,5 @@ def make(
         which=_unanswered("which") if which is None else _lookup(which),
         comm=_unanswered("comm") if comm is None else (lambda: comm),
         xla=_unanswered("xla") if xla is None else (lambda: xla),
+        device_count=_unanswered("device_count") if devices is None else (lambda: devices),
     )

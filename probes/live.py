@@ -10,7 +10,7 @@ from typing import Any
 from probes import Comm, Probes, XlaRuntime
 from resolver.errors import ProbeFailed
 
-__all__ = ["MAX_FILE_BYTES", "PROBES", "comm", "free_port", "hostname", "read_text", "which", "xla"]
+__all__ = ["MAX_FILE_BYTES", "PROBES", "comm", "device_count", "free_port", "hostname", "read_text", "which", "xla"]
 
 
 def hostname() -> str:
@@ -77,6 +77,36 @@ def which(name: str) -> str | None:
     return shutil.which(name)
 
 
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one folder per GPU the driver manages, named by PCI address
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"  # AMD: one node per CPU or GPU agent; a GPU has gpu_id != 0
+
+
+def device_count() -> int:
+    """The accelerators of this node, without importing torch: NVIDIA's, else AMD's.
+
+    The NVIDIA driver lists each GPU under /proc/driver/nvidia/gpus; the AMD kernel driver (KFD)
+    lists each agent under its topology, CPUs with `gpu_id` 0. Device nodes (/dev/nvidiaN) are not
+    counted: they can exist without a GPU or a driver (SLURM test clusters make them with mknod).
+    No driver: ProbeFailed.
+    """
+    try:
+        return len(os.listdir(NVIDIA_GPUS))
+    except OSError:
+        pass
+    try:
+        nodes = os.listdir(KFD_NODES)
+    except OSError:
+        raise ProbeFailed("device_count", f"neither {NVIDIA_GPUS} (NVIDIA) nor {KFD_NODES} (AMD) exists") from None
+    count = 0
+    for node in nodes:
+        try:
+            with open(os.path.join(KFD_NODES, node, "gpu_id"), encoding="ascii") as handle:
+                count += handle.read().strip() not in ("", "0")
+        except OSError:
+            continue
+    return count
+
+
 def comm() -> Comm:
     """mpi4py's COMM_WORLD; importing mpi4py.MPI initialises MPI, so this runs only on demand."""
     try:
@@ -101,4 +131,12 @@ def xla() -> XlaRuntime:
     return result  # type: ignore[no-any-return]
 
 
-PROBES = Probes(hostname=hostname, comm=comm, xla=xla, free_port=free_port, read_text=read_text, which=which)
+PROBES = Probes(
+    hostname=hostname,
+    comm=comm,
+    xla=xla,
+    free_port=free_port,
+    read_text=read_text,
+    which=which,
+    device_count=device_count,
+)

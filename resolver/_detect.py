@@ -176,6 +176,9 @@ def resolve(
         changes["warnings"] = (*notes, *topology.warnings)
     if changes:
         topology = attrs.evolve(topology, **changes)
+    from resolver import _devices  # the device rule holds for every source, built in or not
+
+    topology = _devices.assign(environ, topology, probes)
     return enforce(topology, environ, strict=strict, allow_loopback=allow_loopback)
 
 

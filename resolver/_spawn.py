@@ -18,6 +18,8 @@ def spawn(topology: Topology, *, devices: int | None = None, num_nodes: int | No
     `devices * num_nodes`, all sharing the main address and port, as Lightning's launchers do.
     Left out, `devices` is the record's `nproc_per_node` and `num_nodes` its `num_nodes` (a node
     agent's record says both when its platform does).
+    Worker i uses visible device i when at least `devices` devices are visible; otherwise its
+    `local_device` is None (the parent's answer was for the parent, not for its workers).
     """
     devices = _positive("devices", _default("devices", devices, topology.nproc_per_node, "nproc_per_node", topology))
     num_nodes = _positive("num_nodes", _default("num_nodes", num_nodes, topology.num_nodes, "num_nodes", topology))
@@ -40,6 +42,12 @@ def spawn(topology: Topology, *, devices: int | None = None, num_nodes: int | No
         "local_world_size": f"spawn: devices={devices}",
         "num_nodes": f"spawn: num_nodes={num_nodes}",
     }
+    visible = topology.visible_devices
+    own_device = visible is not None and len(visible) >= devices
+    if own_device:
+        provenance["local_device"] = f"spawn: worker index into the {len(visible or ())} visible devices"
+    else:
+        provenance.pop("local_device", None)
     return tuple(
         attrs.evolve(
             topology,
@@ -48,6 +56,7 @@ def spawn(topology: Topology, *, devices: int | None = None, num_nodes: int | No
             local_rank=i,
             local_world_size=devices,
             num_nodes=num_nodes,
+            local_device=i if own_device else None,
             provenance=provenance,
         )
         for i in range(devices)

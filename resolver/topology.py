@@ -14,7 +14,8 @@ from resolver.errors import InvalidTopology, TopologyError
 
 __all__ = ["SCHEMA", "Topology"]
 
-SCHEMA = 1
+SCHEMA = 2
+SCHEMAS = (1, 2)  # versions from_dict reads: schema 1 records lack the device fields (None)
 _SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
 
@@ -72,6 +73,24 @@ def _provenance(instance: object, attribute: attrs.Attribute[Any], value: Mappin
             raise InvalidTopology("provenance", {key: origin}, "field name -> origin string")
 
 
+def _devices(value: object) -> tuple[str, ...] | None:
+    """None, or a sequence of device names kept as a tuple (an iterator is read once, not dropped)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidTopology("visible_devices", value, "None or a sequence of device names")
+    return tuple(value)
+
+
+def _device_names(instance: object, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
+    if value is None:
+        return
+    if not all(isinstance(name, str) and name and "," not in name for name in value):
+        raise InvalidTopology(attribute.name, value, "device names: non-empty strings without ','")
+    if len(set(value)) != len(value):
+        raise InvalidTopology(attribute.name, value, "each device once")
+
+
 def _warnings(value: object) -> tuple[str, ...]:
     """Any iterable of strings, kept as a tuple (an iterator is read once, not dropped)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
@@ -92,6 +111,11 @@ class Topology:
     `nproc_per_node`: how many workers each node runs, when a node-level platform says it; set on a
     node agent (the process the platform started, which starts the node's workers itself) and kept
     by `spawn`, None everywhere else.
+
+    `visible_devices` are the accelerators this process can see, in the order its runtime numbers
+    them, as the visibility variable spells them (indexes, UUIDs, MIG ids); `local_device` is the
+    one it should use, as an index into that list (the ordinal `torch.cuda.set_device` takes).
+    Either is None when nothing can tell (see resolver/_devices.py).
     """
 
     source: str = attrs.field(validator=_source)
@@ -111,6 +135,8 @@ class Topology:
     array_job_id: str | None = attrs.field(default=None, validator=_str_or_none)
     array_task_id: str | None = attrs.field(default=None, validator=_str_or_none)
     restart_count: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=_devices, validator=_device_names)
+    local_device: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
     provenance: Mapping[str, str] = attrs.field(
         factory=dict, converter=_freeze_provenance, validator=_provenance, hash=False, repr=False
     )
@@ -139,6 +165,16 @@ class Topology:
                     f"<= world_size ({self.world_size})",
                     fields=("world_size",),
                 )
+        if self.local_device is not None:
+            visible = self.visible_devices
+            if visible is None or self.local_device >= len(visible):
+                count = "no visible_devices" if visible is None else f"{len(visible)} visible device(s)"
+                raise InvalidTopology(
+                    "local_device",
+                    self.local_device,
+                    f"an index into visible_devices ({count})",
+                    fields=("visible_devices",),
+                )
         if self.num_nodes is not None and self.num_nodes > self.world_size:
             raise InvalidTopology(
                 "num_nodes", self.num_nodes, f"<= world_size ({self.world_size})", fields=("world_size",)
@@ -157,7 +193,7 @@ class Topology:
             value = getattr(self, name)
             if name == "provenance":
                 value = dict(value)
-            elif name == "warnings":
+            elif name == "warnings" or (name == "visible_devices" and value is not None):
                 value = list(value)
             out[name] = value
         return out
@@ -168,14 +204,20 @@ class Topology:
         if not isinstance(data, Mapping):
             raise InvalidTopology("<record>", data, "a mapping from to_dict()")
         schema = data.get("schema")
-        if schema != SCHEMA or isinstance(schema, bool):
-            raise InvalidTopology("schema", schema, f"schema version {SCHEMA}")
+        if schema not in SCHEMAS or isinstance(schema, bool):
+            raise InvalidTopology("schema", schema, f"a schema version among {', '.join(map(str, SCHEMAS))}")
+        if schema == 1 and ("visible_devices" in data or "local_device" in data):
+            field = "visible_devices" if "visible_devices" in data else "local_device"
+            raise InvalidTopology(field, data[field], "no device fields in a schema 1 record")
         unknown = sorted(set(data) - set(_FIELD_NAMES) - {"schema"})
         if unknown:
             raise InvalidTopology(unknown[0], data[unknown[0]], f"one of the fields {', '.join(_FIELD_NAMES)}")
         fields = {k: v for k, v in data.items() if k != "schema"}
         if "warnings" in fields and not isinstance(fields["warnings"], (list, tuple)):
             raise InvalidTopology("warnings", fields["warnings"], "a list of strings")
+        visible = fields.get("visible_devices")
+        if visible is not None and not isinstance(visible, (list, tuple)):
+            raise InvalidTopology("visible_devices", visible, "null or a list of strings")
         try:
             return cls(**fields)
         except TopologyError:
@@ -214,12 +256,23 @@ class Topology:
                 host = f"[{host}]"
             parts.append(f"main {host}:{self.main_port if self.main_port is not None else '?'}")
         parts.append("external" if self.creates_processes_externally else "spawns")
+        if self.visible_devices is not None:
+            parts.append(self._device())
         if self.job_id is not None:
             plain = self.job_id.isprintable() and not any(c.isspace() for c in self.job_id) and self.job_id
             parts.append(f"job {self.job_id if plain else repr(self.job_id)}")
         if self.warnings:
             parts.append(f"({len(self.warnings)} warning{'s' if len(self.warnings) > 1 else ''})")
         return " ".join(parts)
+
+    def _device(self) -> str:
+        """`device 1/4 (GPU-5d3c)`: the ordinal of the visible devices, and what the list calls it."""
+        visible = self.visible_devices or ()
+        if self.local_device is None:
+            return f"device ?/{len(visible)}"
+        name = visible[self.local_device]
+        plain = name.isprintable() and not any(c.isspace() for c in name)
+        return f"device {self.local_device}/{len(visible)} ({name if plain else repr(name)})"
 
 
 _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Topology))

@@ -52,7 +52,12 @@ def test_every_record_validates_and_round_trips(t: Topology) -> None:
 
 
 TAMPERED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
-    ("schema 2", lambda d: d.update(schema=2)),
+    ("schema 3", lambda d: d.update(schema=3)),
+    ("devices as text", lambda d: d.update(visible_devices="0,1")),
+    ("a device twice", lambda d: d.update(visible_devices=["0", "0"])),
+    ("a device with no name", lambda d: d.update(visible_devices=[""])),
+    ("negative local device", lambda d: d.update(visible_devices=["0"], local_device=-1)),
+    ("local device as text", lambda d: d.update(visible_devices=["0"], local_device="0")),
     ("schema missing", lambda d: d.pop("schema")),
     ("unknown field", lambda d: d.update(rank=0)),
     ("field missing", lambda d: d.pop("world_size")),

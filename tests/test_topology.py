@@ -11,6 +11,7 @@ import resolver
 from resolver import SCHEMA, InvalidTopology, Topology, TopologyError
 from resolver.testing import topologies
 
+DEVICE_FIELDS = ("visible_devices", "local_device")
 BASE: dict[str, Any] = {
     "source": "torchelastic",
     "world_size": 8,
@@ -103,7 +104,7 @@ def test_hashable_and_provenance_is_read_only() -> None:
 def test_to_dict_is_json_safe_with_schema() -> None:
     t = Topology(**BASE, provenance={"world_size": "env:WORLD_SIZE"}, warnings=["careful"])
     data = t.to_dict()
-    assert data["schema"] == SCHEMA == 1
+    assert data["schema"] == SCHEMA == 2
     assert json.loads(json.dumps(data)) == data
     assert Topology.from_dict(data) == t
     assert Topology.from_json(t.to_json()) == t
@@ -113,7 +114,14 @@ def test_to_dict_is_json_safe_with_schema() -> None:
 @pytest.mark.parametrize(
     ("tamper", "field"),
     [
-        ({"schema": 2}, "schema"),
+        ({"schema": 3}, "schema"),
+        ({"schema": 1, "visible_devices": ["0"]}, "visible_devices"),
+        ({"visible_devices": "0"}, "visible_devices"),
+        ({"visible_devices": ["0", "0"]}, "visible_devices"),
+        ({"visible_devices": ["0,1"]}, "visible_devices"),
+        ({"local_device": 0}, "local_device"),
+        ({"visible_devices": [], "local_device": 0}, "local_device"),
+        ({"visible_devices": ["3"], "local_device": 1}, "local_device"),
         ({"schema": True}, "schema"),
         ({"schema": None}, "schema"),
         ({"extra": 1}, "extra"),
@@ -128,6 +136,37 @@ def test_from_dict_refuses_tampered_records(tamper: dict[str, Any], field: str) 
     with pytest.raises(InvalidTopology) as info:
         Topology.from_dict(data)
     assert info.value.field == field
+
+
+def test_schema_1_records_still_load_without_devices() -> None:
+    old = {key: value for key, value in Topology(**BASE).to_dict().items() if key not in DEVICE_FIELDS}
+    loaded = Topology.from_dict({**old, "schema": 1})
+    assert loaded == Topology(**BASE)
+    assert (loaded.visible_devices, loaded.local_device) == (None, None)
+    assert loaded.to_dict()["schema"] == 2  # written again under the current schema
+
+
+@pytest.mark.parametrize(
+    ("visible", "device", "shown"),
+    [
+        (("0", "1"), 1, " device 1/2 (1) "),
+        (("GPU-5d3c0b3e",), 0, " device 0/1 (GPU-5d3c0b3e) "),
+        (("0", "1", "2"), None, " device ?/3 "),
+        ((), None, " device ?/0 "),
+    ],
+)
+def test_str_shows_the_device(visible: tuple[str, ...], device: int | None, shown: str) -> None:
+    t = Topology(**BASE, visible_devices=visible, local_device=device, job_id="7")
+    assert shown in str(t) and str(t).endswith(" job 7")
+    assert Topology.from_json(t.to_json()) == t
+    assert t.to_dict()["visible_devices"] == list(visible)
+
+
+def test_device_fields_take_part_in_equality() -> None:
+    assert Topology(**BASE, visible_devices=["0", "1"], local_device=0) != Topology(
+        **BASE, visible_devices=["0", "1"], local_device=1
+    )
+    assert Topology(**BASE, visible_devices=iter(["0"])).visible_devices == ("0",)  # an iterator is read
 
 
 def test_from_dict_missing_field_and_not_a_mapping() -> None:

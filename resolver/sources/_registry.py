@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from resolver.sources import Source
 
-__all__ = ["DEFAULT", "DETECTION_ORDER", "ENDPOINTS", "ON_REQUEST", "SCHEDULERS", "Entry"]
+__all__ = ["DEFAULT", "DETECTION_ORDER", "DEVICE_BINDINGS", "ENDPOINTS", "ON_REQUEST", "SCHEDULERS", "Entry"]
 
 
 class Entry:
@@ -103,6 +103,9 @@ ENDPOINTS: tuple[Entry, ...] = (
     Entry("pbs", "resolver.sources.pbs:main_endpoint", ("PBS_JOBID",)),
     Entry("azureml", "resolver.sources.azureml:main_endpoint", ("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE")),
 )
+# Launchers that bind accelerators to a process: `module:device_binding` functions giving a
+# `DeviceBinding`, consulted by the device rule (resolver/_devices.py) whatever source resolved.
+DEVICE_BINDINGS: tuple[Entry, ...] = (Entry("slurm", "resolver.sources.slurm:device_binding", ("SLURMD_TRES_BIND",)),)
 ON_REQUEST: tuple[Entry, ...] = (
     Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
     Entry("xla", "resolver.sources.xla:Xla", auto=False),

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources import Builder, Detection, DeviceBinding, JobFacts, read_job_facts
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ __all__ = [
     "PORT_SCHEMES",
     "STEP_STRIDE",
     "Slurm",
+    "device_binding",
     "job_facts",
     "local_tasks",
     "parse_tasks_per_node",
@@ -154,6 +155,30 @@ def _task0_host(environ: Mapping[str, str], probes: Probes) -> str:
             except HostlistSyntaxError as exc:
                 raise exc.for_variable(HOSTFILE) from None
     raise InvalidVariable(HOSTFILE, path, "a file whose first line names task 0's host (it has no host)")
+
+
+def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
+    """How srun bound GPUs to this task, from `SLURMD_TRES_BIND` (`gpu:per_task:2`, `gpu:single:1`, ...).
+
+    `--gpus-per-task=N` gives `gpu:per_task:N` and narrows the GPU list of each task to its own N
+    (measured); `--gpu-bind=none` (`gpu:none`) binds nothing; `verbose` only logs. Any other GPU
+    binding (`single:K`, `closest`, `map_gpu:`, `mask_gpu:`) narrows each task's list, but does not
+    make a list of several GPUs the task's own: `own` is None.
+    """
+    raw = environ.get("SLURMD_TRES_BIND")
+    if raw is None or not raw.startswith("gpu:"):
+        return None
+    options = [option for option in raw[4:].split(",") if option != "verbose"]
+    if not options or options[0] == "none":
+        return None
+    kind, _, count = options[0].partition(":")
+    if kind != "per_task":
+        return DeviceBinding("SLURMD_TRES_BIND", None)
+    try:
+        own = env.check_integer("SLURMD_TRES_BIND", count, 1)
+    except InvalidVariable:
+        raise InvalidVariable("SLURMD_TRES_BIND", raw, "gpu:per_task:N with N >= 1 (srun --gpus-per-task=N)") from None
+    return DeviceBinding("SLURMD_TRES_BIND", own)
 
 
 def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:

@@ -127,6 +127,8 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
         world = draw(st.integers(1, max_world_size))
         nodes = draw(st.none() | st.integers(1, world))
         local_size = draw(st.none() | st.integers(1, world))
+        visible = draw(st.none() | st.lists(st.from_regex(r"[0-9]{1,2}|GPU-[0-9a-f]{8}", fullmatch=True), unique=True))
+        device = None if not visible else draw(st.none() | st.integers(0, len(visible) - 1))
         return Topology(
             source=draw(
                 st.sampled_from(["slurm", "torchelastic", "mpi", "lsf", "kubeflow", "xla", "lightning"])
@@ -148,6 +150,8 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
             array_job_id=draw(st.none() | text),
             array_task_id=draw(st.none() | text),
             restart_count=draw(st.none() | st.integers(0, 10**6)),
+            visible_devices=visible,
+            local_device=device,
             provenance=draw(st.dictionaries(st.sampled_from(names), text, max_size=4)),
             warnings=draw(st.lists(text, max_size=3)),
         )

@@ -1,0 +1,211 @@
+"""Which accelerator is mine: `visible_devices` and `local_device`, for any source.
+
+Visibility. A runtime enumerates only the devices its variable lists, in the list's order, and
+numbers them from 0: `CUDA_VISIBLE_DEVICES` (NVIDIA; HIP reads it too), `HIP_VISIBLE_DEVICES`,
+`ROCR_VISIBLE_DEVICES` and `GPU_DEVICE_ORDINAL` (AMD: ROCR exposes devices to every ROCm
+application, HIP/CUDA and GPU_DEVICE_ORDINAL index into what ROCR exposed), `ZE_AFFINITY_MASK`
+(Intel Level Zero; entries `device` or `device.subdevice`). The first of these that is set, in
+that order, is the list; an ordinal is kept only if it is valid in every one of them that is set
+(which runtime reads which variable depends on the vendor, which the environment does not say).
+Entries are indexes, UUIDs (`GPU-...`) or MIG ids (`MIG-...`). As CUDA documents, a negative
+index ends the list (the devices before it stay visible): `CUDA_VISIBLE_DEVICES=-1` hides every
+device; so does an empty value, and SLURM's `NoDevFiles` (a GPU gres without device files). A
+value that is none of these (an empty entry, a duplicate, `0x1`, a space) is an error naming it.
+
+SLURM sets all of them to the same list, plus `SLURM_STEP_GPUS` (`SLURM_JOB_GPUS` in the batch
+script): the positions of the GPUs in the node's gres list, which are not what a process under a
+device cgroup sees. When only those are set (something removed the vendor variables), the
+ordinal is unknown: None with a warning. When no variable is set at all, the `device_count`
+probe counts the node's devices (every one is visible); a probe that cannot answer, or a node
+without accelerators, leaves both fields None.
+
+Which one (n visible devices, m processes on the node):
+- n == 1: that one (0). SLURM `--gpus-per-task=1`, `--ntasks-per-gpu=1`, `--gpu-bind=single:1`.
+- the launcher bound n > 1 devices to this process alone (SLURM `--gpus-per-task=n` says
+  `SLURMD_TRES_BIND=gpu:per_task:n`): the first of them (0).
+- another binding by the launcher (`--gpu-bind=closest`, `map_gpu`, ...) with n > 1: the other
+  processes' lists are not known, so None with a warning.
+- no binding: every process of the node sees the same list (SLURM `--gpus-per-node`, `--gres`,
+  torchrun, mpirun pass one environment to all): with n >= m, the local rank's.
+- 1 < n < m, or m unknown: the devices are shared and nothing says how: None with a warning
+  naming the variables, never an ordinal that another process also takes or that does not exist.
+
+Docs: CUDA C Programming Guide, "CUDA Environment Variables" (CUDA_VISIBLE_DEVICES);
+https://rocm.docs.amd.com/en/latest/conceptual/gpu-isolation.html (ROCR/HIP/GPU_DEVICE_ORDINAL);
+Level Zero spec, "Environment Variables" (ZE_AFFINITY_MASK); https://slurm.schedmd.com/gres.html
+and srun(1) (--gpus-per-task, --gpu-bind, SLURMD_TRES_BIND). Measured: tests/captures-hpc/slurm-gpu.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from resolver.errors import InvalidVariable, TopologyError
+from resolver.sources._registry import DEVICE_BINDINGS
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+    from resolver.sources import DeviceBinding
+
+__all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "parse_devices"]
+
+VISIBILITY = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "GPU_DEVICE_ORDINAL",
+)
+SCHEDULER_LISTS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+NO_DEVICE_FILES = "NoDevFiles"  # SLURM's value for a GPU gres configured without device files
+
+_ENTRY = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/_.:-]{0,127}")
+_NEGATIVE = re.compile(r"-[0-9]{1,9}")
+_EXPECTED = "a comma-separated list of device indexes, UUIDs (GPU-...) or MIG ids (MIG-...), each once"
+
+
+def parse_devices(variable: str, raw: str) -> tuple[tuple[str, ...], str | None]:
+    """The devices `raw` makes visible, and a note when entries were dropped; InvalidVariable if malformed."""
+    if raw == "" or raw == NO_DEVICE_FILES:
+        return (), None
+    devices: list[str] = []
+    entries = raw.split(",")
+    for position, entry in enumerate(entries):
+        if _NEGATIVE.fullmatch(entry):
+            dropped = entries[position + 1 :]
+            if any(not (_ENTRY.fullmatch(e) or _NEGATIVE.fullmatch(e)) for e in dropped):
+                raise InvalidVariable(variable, raw, _EXPECTED)
+            note = f"{variable}={raw}: the runtime stops at {entry}, so {', '.join(dropped)} stay hidden"
+            return tuple(devices), note if dropped else None
+        if not _ENTRY.fullmatch(entry) or entry in devices:
+            raise InvalidVariable(variable, raw, _EXPECTED)
+        devices.append(entry)
+    return tuple(devices), None
+
+
+@attrs.frozen
+class _Answer:
+    visible: tuple[str, ...] | None = None
+    visible_from: str = ""
+    device: int | None = None
+    device_from: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def assign(environ: Mapping[str, str], topology: Topology, probes: Probes) -> Topology:
+    """`topology` with `visible_devices` and `local_device` filled in (a source that set them is kept)."""
+    if topology.visible_devices is not None:
+        return topology
+    answer = _answer(environ, topology, probes)
+    if answer.visible is None and not answer.warnings:
+        return topology
+    provenance = dict(topology.provenance)
+    if answer.visible is not None:
+        provenance["visible_devices"] = answer.visible_from
+    if answer.device is not None:
+        provenance["local_device"] = answer.device_from
+    return attrs.evolve(
+        topology,
+        visible_devices=answer.visible,
+        local_device=answer.device,
+        provenance=provenance,
+        warnings=(*topology.warnings, *answer.warnings),
+    )
+
+
+def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _Answer:
+    lists: dict[str, tuple[str, ...]] = {}
+    notes: list[str] = []
+    for variable in VISIBILITY:
+        if variable in environ:
+            lists[variable], note = parse_devices(variable, environ[variable])
+            if note:
+                notes.append(note)
+    if not lists:
+        return _without_variables(environ, topology, probes)
+    variable, visible = next(iter(lists.items()))
+    shown = f"{variable}={environ[variable]}"
+    device, device_from, warning = _choose(environ, topology, len(visible), shown)
+    if device is not None:
+        short = [f"{other}={environ[other]}" for other, seen in lists.items() if device >= len(seen)]
+        if short:
+            warning = (
+                f"{shown} makes device {device} this process's, but {', '.join(short)} lists fewer devices; "
+                "which of these variables the runtime reads depends on the vendor, so local_device is None"
+            )
+            device = None
+    warnings = (*notes, warning) if warning else tuple(notes)
+    return _Answer(visible, f"env:{variable}", device, device_from, warnings)
+
+
+def _without_variables(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _Answer:
+    given = [f"{name}={environ[name]}" for name in SCHEDULER_LISTS if name in environ]
+    if given:
+        return _Answer(
+            warnings=(
+                f"{given[0]} names the GPUs SLURM gave, but none of {', '.join(VISIBILITY)} is set (SLURM sets them "
+                "itself: something removed them), so the ordinal this process sees them under is unknown",
+            )
+        )
+    try:
+        count = probes.device_count()
+    except TopologyError:  # a probe that cannot answer: nothing says
+        return _Answer()
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return _Answer()
+    visible = tuple(str(i) for i in range(count))
+    shown = f"the node's {count} device(s) (probe:device_count)"
+    device, device_from, warning = _choose(environ, topology, count, shown)
+    return _Answer(visible, "probe:device_count", device, device_from, (warning,) if warning else ())
+
+
+def _choose(environ: Mapping[str, str], topology: Topology, n: int, shown: str) -> tuple[int | None, str, str]:
+    """The ordinal for `n` visible devices, where it came from, and a warning when it is None."""
+    if n == 0:
+        return None, "", ""
+    if n == 1:
+        return 0, f"formula:the only visible device ({shown})", ""
+    binding = _binding(environ)
+    if binding is not None:
+        bound = f"{binding.variable}={environ[binding.variable]}"
+        if binding.own == n:
+            return 0, f"formula:first of the {n} devices {bound} binds to this process alone", ""
+        return (
+            None,
+            "",
+            (
+                f"{shown} lists {n} devices and {bound} binds them in a way that does not say which one this process "
+                "should use, so local_device is None"
+            ),
+        )
+    local = topology.local_world_size if topology.world_size > 1 else 1
+    if local is not None and n >= local:
+        return topology.local_rank, f"formula:local_rank, the {local} process(es) of the node sharing {shown}", ""
+    if local is None:
+        processes = "an unknown number of processes on this node"
+    else:
+        processes = f"the {local} processes on this node ({topology.provenance.get('local_world_size', 'resolved')})"
+    return (
+        None,
+        "",
+        (
+            f"{shown} lists {n} devices shared by {processes}; "
+            f"which one this process should use is not determined, so local_device is None: give each process its "
+            f"own devices (srun --gpus-per-task=1 or --gpu-bind=single:1) or choose local_rank % {n} yourself"
+        ),
+    )
+
+
+def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:
+    """The first launcher binding of devices to this process (the registry's DEVICE_BINDINGS)."""
+    for entry in DEVICE_BINDINGS:
+        if entry.is_candidate(environ):
+            found: DeviceBinding | None = entry.attribute()(environ)
+            if found is not None:
+                return found
+    return None
