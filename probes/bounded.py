@@ -99,7 +99,8 @@ class BoundedComm:
 
 
 ALL = ("hostname", "free_port", "read_text", "which", "comm", "device_count")
-# the live hostname, free_port, which and device_count are kernel calls that cannot hang: the live bundle bounds the rest
+# the live hostname, free_port, which and device_count are kernel calls that cannot hang, and a thread
+# costs more than the call (hundreds of microseconds on a busy machine): the live bundle bounds the rest
 LIVE = ("read_text", "comm")
 
 

@@ -97,14 +97,15 @@ def device_count() -> int:
         nodes = os.listdir(KFD_NODES)
     except OSError:
         raise ProbeFailed("device_count", f"neither {NVIDIA_GPUS} (NVIDIA) nor {KFD_NODES} (AMD) exists") from None
-    count = 0
-    for node in nodes:
-        try:
-            with open(os.path.join(KFD_NODES, node, "gpu_id"), encoding="ascii") as handle:
-                count += handle.read().strip() not in ("", "0")
-        except OSError:
-            continue
-    return count
+    return sum(_gpu_id(os.path.join(KFD_NODES, node, "gpu_id")) not in ("", "0") for node in nodes)
+
+
+def _gpu_id(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def comm() -> Comm:

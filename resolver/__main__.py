@@ -50,7 +50,7 @@ commands:
 
 formats:
   text  the one-line summary, then every field with where it came from
-  json  Topology.to_dict(): {{"schema": 1, ...}}; errors as {{"error": {{...}}}}
+  json  Topology.to_dict(): {{"schema": 2, ...}}; errors as {{"error": {{...}}}}
   env   `export KEY=value` lines, quoted so that eval reproduces every value:
           env="$(cluster-topology --format env)" || exit 2; eval "$env"
         (a plain eval "$(...)" ignores the status, and the script goes on with RANK unset)

@@ -4,7 +4,7 @@ Visibility. A runtime enumerates only the devices its variable lists, in the lis
 numbers them from 0: `CUDA_VISIBLE_DEVICES` (NVIDIA; HIP reads it too), `HIP_VISIBLE_DEVICES`,
 `ROCR_VISIBLE_DEVICES` and `GPU_DEVICE_ORDINAL` (AMD: ROCR exposes devices to every ROCm
 application, HIP/CUDA and GPU_DEVICE_ORDINAL index into what ROCR exposed), `ZE_AFFINITY_MASK`
-(Intel Level Zero; entries `device` or `device.subdevice`). The first of these that is set, in
+(Intel Level Zero; entries `device` or `device.subdevice`, no UUIDs). The first of these that is set, in
 that order, is the list; an ordinal is kept only if it is valid in every one of them that is set
 (which runtime reads which variable depends on the vendor, which the environment does not say).
 Entries are indexes, UUIDs (`GPU-...`) or MIG ids (`MIG-...`). As CUDA documents, a negative
@@ -64,25 +64,27 @@ VISIBILITY = (
 SCHEDULER_LISTS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 NO_DEVICE_FILES = "NoDevFiles"  # SLURM's value for a GPU gres configured without device files
 
-_ENTRY = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/_.:-]{0,127}")
+_ENTRY = re.compile(r"[0-9]{1,9}|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/_.:-]{0,127}")
+_LEVEL_ZERO_ENTRY = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?")  # device or device.subdevice
 _NEGATIVE = re.compile(r"-[0-9]{1,9}")
 _EXPECTED = "a comma-separated list of device indexes, UUIDs (GPU-...) or MIG ids (MIG-...), each once"
 
 
 def parse_devices(variable: str, raw: str) -> tuple[tuple[str, ...], str | None]:
     """The devices `raw` makes visible, and a note when entries were dropped; InvalidVariable if malformed."""
-    if raw == "" or raw == NO_DEVICE_FILES:
+    if raw in ("", NO_DEVICE_FILES):
         return (), None
+    grammar = _LEVEL_ZERO_ENTRY if variable == "ZE_AFFINITY_MASK" else _ENTRY
     devices: list[str] = []
     entries = raw.split(",")
     for position, entry in enumerate(entries):
         if _NEGATIVE.fullmatch(entry):
             dropped = entries[position + 1 :]
-            if any(not (_ENTRY.fullmatch(e) or _NEGATIVE.fullmatch(e)) for e in dropped):
+            if any(not (grammar.fullmatch(e) or _NEGATIVE.fullmatch(e)) for e in dropped):
                 raise InvalidVariable(variable, raw, _EXPECTED)
             note = f"{variable}={raw}: the runtime stops at {entry}, so {', '.join(dropped)} stay hidden"
             return tuple(devices), note if dropped else None
-        if not _ENTRY.fullmatch(entry) or entry in devices:
+        if not grammar.fullmatch(entry) or entry in devices:
             raise InvalidVariable(variable, raw, _EXPECTED)
         devices.append(entry)
     return tuple(devices), None
@@ -119,6 +121,7 @@ def assign(environ: Mapping[str, str], topology: Topology, probes: Probes) -> To
 
 
 def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _Answer:
+    binding = _binding(environ)  # read even where the rule will not need it: a malformed value is an error
     lists: dict[str, tuple[str, ...]] = {}
     notes: list[str] = []
     for variable in VISIBILITY:
@@ -127,10 +130,10 @@ def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _
             if note:
                 notes.append(note)
     if not lists:
-        return _without_variables(environ, topology, probes)
+        return _without_variables(environ, topology, probes, binding)
     variable, visible = next(iter(lists.items()))
     shown = f"{variable}={environ[variable]}"
-    device, device_from, warning = _choose(environ, topology, len(visible), shown)
+    device, device_from, warning = _choose(environ, topology, len(visible), shown, binding)
     if device is not None:
         short = [f"{other}={environ[other]}" for other, seen in lists.items() if device >= len(seen)]
         if short:
@@ -143,7 +146,9 @@ def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _
     return _Answer(visible, f"env:{variable}", device, device_from, warnings)
 
 
-def _without_variables(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _Answer:
+def _without_variables(
+    environ: Mapping[str, str], topology: Topology, probes: Probes, binding: DeviceBinding | None
+) -> _Answer:
     given = [f"{name}={environ[name]}" for name in SCHEDULER_LISTS if name in environ]
     if given:
         return _Answer(
@@ -160,17 +165,18 @@ def _without_variables(environ: Mapping[str, str], topology: Topology, probes: P
         return _Answer()
     visible = tuple(str(i) for i in range(count))
     shown = f"the node's {count} device(s) (probe:device_count)"
-    device, device_from, warning = _choose(environ, topology, count, shown)
+    device, device_from, warning = _choose(environ, topology, count, shown, binding)
     return _Answer(visible, "probe:device_count", device, device_from, (warning,) if warning else ())
 
 
-def _choose(environ: Mapping[str, str], topology: Topology, n: int, shown: str) -> tuple[int | None, str, str]:
+def _choose(
+    environ: Mapping[str, str], topology: Topology, n: int, shown: str, binding: DeviceBinding | None
+) -> tuple[int | None, str, str]:
     """The ordinal for `n` visible devices, where it came from, and a warning when it is None."""
     if n == 0:
         return None, "", ""
     if n == 1:
         return 0, f"formula:the only visible device ({shown})", ""
-    binding = _binding(environ)
     if binding is not None:
         bound = f"{binding.variable}={environ[binding.variable]}"
         if binding.own == n:

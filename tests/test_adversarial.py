@@ -16,6 +16,7 @@ from resolver.__main__ import main
 from tests.conftest import CAPTURES_HPC, captures, read_capture
 
 COUNT, INDEX, PORT, ADDRESS, JOB_ID = "count", "index", "port", "address", "job id"
+DEVICES, GPU_BIND = "devices", "gpu binding"
 NUMBER_GARBAGE = ["", " ", " 1", "1 ", "+1", "1.0", "0x1", "1_0", "1e3", "٣", "１", "9" * 5000, "abc", "1\n"]
 BAD: dict[str, list[str]] = {
     COUNT: [*NUMBER_GARBAGE, "0", "-1"],
@@ -38,6 +39,25 @@ BAD: dict[str, list[str]] = {
         "\uff11",
     ],
     ADDRESS: ["", " ", "a b", "host\n", "a\tb", "$(reboot)", "`id`", "a;b", "a'b", 'a"b', "a|b", "x" * 300, "é"],
+    # device lists: an empty entry, duplicates, non-numeric and garbled entries; "" and "-1" are not
+    # here: they hide every device, as CUDA documents (tests/test_devices.py)
+    DEVICES: [
+        *(v for v in NUMBER_GARBAGE if v not in ("", "abc", "1.0")),  # 1.0: Level Zero's device.subdevice
+        "0,,1",
+        ",",
+        "0,",
+        "0,0",
+        "3,1,3",
+        "abc",
+        "0,1a",
+        "1.2.3",
+        "GPU-",
+        "0;1",
+        "-",
+        "0,-1,x",
+        "9" * 10,
+    ],
+    GPU_BIND: ["", "gpu", "gpu:", "none", "gpu:per_task:", "gpu:per_task:0", "gpu:per_task:-1", "gpu:per_task:x"],
 }
 
 RANKFILE = "/lsf/rankfile"
@@ -135,6 +155,18 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "SLURM_RESTART_COUNT": INDEX,
             "MASTER_ADDR": ADDRESS,
             "MASTER_PORT": PORT,
+        },
+    ),
+    "slurm:gpu": (
+        read_capture(CAPTURES_HPC / "slurm-gpu" / "a1_srun_N1_n2_gpus-per-task1" / "task1.env"),
+        probes.fake(),
+        {
+            "CUDA_VISIBLE_DEVICES": DEVICES,
+            "HIP_VISIBLE_DEVICES": DEVICES,
+            "ROCR_VISIBLE_DEVICES": DEVICES,
+            "ZE_AFFINITY_MASK": DEVICES,
+            "GPU_DEVICE_ORDINAL": DEVICES,
+            "SLURMD_TRES_BIND": GPU_BIND,
         },
     ),
     "kubeflow": (

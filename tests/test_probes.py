@@ -168,3 +168,24 @@ def test_polling_gives_up_at_the_deadline() -> None:
 def test_a_fake_comm_is_not_polled() -> None:
     assert not nonblocking.supports(FakeComm(rank=0, size=2))
     assert not nonblocking.supports(object())
+
+
+def test_device_count_reads_the_drivers_lists_not_device_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nvidia, kfd = tmp_path / "nvidia-gpus", tmp_path / "kfd-nodes"
+    monkeypatch.setattr(live, "NVIDIA_GPUS", str(nvidia))
+    monkeypatch.setattr(live, "KFD_NODES", str(kfd))
+    with pytest.raises(ProbeFailed, match="device_count"):
+        live.device_count()  # no driver: no answer (the device fields stay None)
+    for number, gpu_id in enumerate(["0", "43202", "", "17431"]):  # node 0 is the CPU; node 2 lost its file
+        (kfd / str(number)).mkdir(parents=True)
+        if gpu_id:
+            (kfd / str(number) / "gpu_id").write_text(f"{gpu_id}\n")
+    (kfd / "2" / "gpu_id").mkdir()  # unreadable as a file
+    assert live.device_count() == 2
+    for bus in ("0000:07:00.0", "0000:0b:00.0", "0000:48:00.0"):
+        (nvidia / bus).mkdir(parents=True)
+    assert live.device_count() == 3  # NVIDIA's list comes first
+    assert probes.system().device_count is live.device_count  # kernel reads: not bounded by a thread
+    assert probes.fake(devices=2).device_count() == 2
+    with pytest.raises(ProbeFailed, match="device_count"):
+        probes.fake().device_count()

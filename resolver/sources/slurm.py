@@ -166,10 +166,13 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     make a list of several GPUs the task's own: `own` is None.
     """
     raw = environ.get("SLURMD_TRES_BIND")
-    if raw is None or not raw.startswith("gpu:"):
+    if raw is None:
         return None
-    options = [option for option in raw[4:].split(",") if option != "verbose"]
-    if not options or options[0] == "none":
+    expected = "gpu:BINDING as srun writes it for --gpu-bind or --gpus-per-task (gpu:per_task:N with N >= 1)"
+    options = [option for option in raw.removeprefix("gpu:").split(",") if option != "verbose"]
+    if not raw.startswith("gpu:") or not options or not options[0]:
+        raise InvalidVariable("SLURMD_TRES_BIND", raw, expected)
+    if options[0] == "none":
         return None
     kind, _, count = options[0].partition(":")
     if kind != "per_task":
@@ -177,7 +180,7 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     try:
         own = env.check_integer("SLURMD_TRES_BIND", count, 1)
     except InvalidVariable:
-        raise InvalidVariable("SLURMD_TRES_BIND", raw, "gpu:per_task:N with N >= 1 (srun --gpus-per-task=N)") from None
+        raise InvalidVariable("SLURMD_TRES_BIND", raw, expected) from None
     return DeviceBinding("SLURMD_TRES_BIND", own)
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver import HostlistSyntaxError, InvalidSettings, InvalidVariable, MissingVariable
+from resolver.sources import DeviceBinding, slurm
 from resolver.sources.slurm import Slurm, local_tasks, parse_tasks_per_node
 from tests.conftest import CAPTURES_LOCAL, captures, read_capture
 
@@ -344,7 +345,7 @@ def test_an_unreadable_or_empty_hostfile_is_an_error_not_the_first_node() -> Non
 
 
 def test_the_mpirun_markers_are_the_mpi_module_s() -> None:
-    from resolver.sources import mpi, slurm
+    from resolver.sources import mpi
 
     assert tuple(found.marker for found in mpi.LAUNCHERS if found.mpirun_only) == slurm.MPIRUN_MARKERS
 
@@ -368,3 +369,21 @@ def test_a_host_count_too_large_to_print_is_still_a_topology_error(drop: tuple[s
         resolver.resolve(env, FAKE)
     assert variable in str(info.value) and "about 10**4315" in str(info.value)
     assert len(str(info.value)) < 600
+
+
+@pytest.mark.parametrize(
+    ("value", "binding"),
+    [
+        ("gpu:per_task:1", DeviceBinding("SLURMD_TRES_BIND", 1)),  # srun --gpus-per-task=1 (captured)
+        ("gpu:per_task:2", DeviceBinding("SLURMD_TRES_BIND", 2)),
+        ("gpu:verbose,per_task:2", DeviceBinding("SLURMD_TRES_BIND", 2)),
+        ("gpu:single:1", DeviceBinding("SLURMD_TRES_BIND", None)),  # --gpu-bind=single:1 (captured)
+        ("gpu:closest", DeviceBinding("SLURMD_TRES_BIND", None)),
+        ("gpu:map_gpu:0,1", DeviceBinding("SLURMD_TRES_BIND", None)),
+        ("gpu:none", None),
+        ("gpu:verbose,none", None),
+    ],
+)
+def test_device_binding_reads_srun_gpu_bind(value: str, binding: DeviceBinding | None) -> None:
+    assert slurm.device_binding({"SLURMD_TRES_BIND": value}) == binding
+    assert slurm.device_binding({}) is None
