@@ -10,7 +10,19 @@ from typing import Any
 from probes import Comm, Probes, XlaRuntime
 from resolver.errors import ProbeFailed
 
-__all__ = ["MAX_FILE_BYTES", "PROBES", "comm", "device_count", "free_port", "hostname", "read_text", "which", "xla"]
+__all__ = [
+    "KFD_NODES",
+    "MAX_FILE_BYTES",
+    "NVIDIA_GPUS",
+    "PROBES",
+    "comm",
+    "device_count",
+    "free_port",
+    "hostname",
+    "read_text",
+    "which",
+    "xla",
+]
 
 
 def hostname() -> str:

@@ -12,7 +12,7 @@ import attrs
 from resolver.environ import is_address
 from resolver.errors import InvalidTopology, TopologyError
 
-__all__ = ["SCHEMA", "Topology"]
+__all__ = ["SCHEMA", "SCHEMAS", "Topology"]
 
 SCHEMA = 2
 SCHEMAS = (1, 2)  # versions from_dict reads: schema 1 records lack the device fields (None)

@@ -26,7 +26,7 @@ logging.basicConfig(level=logging.INFO)
 log = logging.getLogger("train")
 topology = resolver.resolve(os.environ)
 log.info("topology %s", topology)            # one line: source, ranks, nodes, main endpoint, job
-log.info("topology %s", topology.to_json())  # the whole record: "schema": 1, every field, provenance
+log.info("topology %s", topology.to_json())  # the whole record: "schema": 2, every field, provenance
 """
 
 JSON_LINES = """\
