@@ -59,6 +59,20 @@ def to_hosts(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def to_optional_devices(value: Iterable[str | int] | None) -> tuple[str, ...] | None:
+    """Converter of a visibility list: device indexes or ids, as CUDA_VISIBLE_DEVICES lists them."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"expected a sequence of devices, got the string {value!r}")
+    return tuple(str(device) for device in value)
+
+
+def visibility(devices: tuple[str, ...] | None) -> dict[str, str]:
+    """`CUDA_VISIBLE_DEVICES` as set in the launcher's own environment, which every process inherits."""
+    return {} if devices is None else {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+
+
 def to_optional_hosts(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else to_hosts(value)
 

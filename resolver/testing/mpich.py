@@ -21,6 +21,8 @@ from resolver.testing._launch import (
     positive,
     stable_number,
     to_hosts,
+    to_optional_devices,
+    visibility,
 )
 from resolver.testing.world import Job, Launcher, Process
 
@@ -38,12 +40,15 @@ class MpichLaunch:
     ``-hosts nodeA,nodeB -n 4`` puts ranks 0,2 on nodeA and 1,3 on nodeB; ``-hosts nodeA:2,nodeB:2 -n 3``
     puts 0,1 on nodeA and 2 on nodeB (both measured with two emulated hosts). Ranks on the launch host
     are children of a local proxy and also get HYDI_CONTROL_FD; ranks started over ssh do not.
+    `visible_devices`: the CUDA_VISIBLE_DEVICES of the launcher's environment, which every process
+    inherits unchanged (None: unset).
     """
 
     n: int = attrs.field(validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     counts: int | tuple[int, ...] = 1
     launch_host: str | None = None
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
 
     def placement(self) -> tuple[int, ...]:
         """The host index of each rank."""
@@ -73,6 +78,7 @@ class MpichLaunch:
         }
         if host == (self.launch_host or self.hosts[0]):
             env["HYDI_CONTROL_FD"] = "7"
+        env |= visibility(self.visible_devices)
         return dict(sorted(env.items()))
 
     def job(self) -> Job:

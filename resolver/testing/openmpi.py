@@ -23,6 +23,8 @@ from resolver.testing._launch import (
     positive,
     stable_number,
     to_hosts,
+    to_optional_devices,
+    visibility,
 )
 from resolver.testing.world import Job, Launcher, Process
 
@@ -78,6 +80,8 @@ class OpenMpiLaunch:
     sets (OMPI_ARGV only with arguments) but the captures dropped: they appear only when given.
     On hosts other than mpirun's the ranks' daemon is a remote orted, whose variables differ (measured
     with two emulated hosts: jf.<family> session directories, node regex, parent URI, plm=rsh).
+    `visible_devices`: the CUDA_VISIBLE_DEVICES of the launcher's environment, which every process
+    inherits unchanged (None: unset).
     """
 
     np: int = attrs.field(validator=positive)
@@ -90,6 +94,7 @@ class OpenMpiLaunch:
     mpirun_pid: int = attrs.field(default=13226, validator=positive)
     uid: int = 0
     munge: bool = False  # PMIx offers munge security where munged runs (it did not for the captures)
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
 
     def __attrs_post_init__(self) -> None:
         if self.np > sum(self.host_slots) and not self.oversubscribe:
@@ -180,6 +185,7 @@ class OpenMpiLaunch:
             env["OMPI_ARGV"] = " ".join(self.args)
         if self.wdir is not None:
             env["OMPI_MCA_initial_wdir"] = self.wdir
+        env |= visibility(self.visible_devices)
         return dict(sorted(env.items()))
 
     def _daemon_uri(self, family: int, daemon: int) -> str:

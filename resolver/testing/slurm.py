@@ -105,6 +105,17 @@ class SlurmLaunch:
     ``job_id + 1 + position`` except the last task's, which keeps `job_id` (as measured with
     ``--array=0-1``: task 0 got 6, task 1 kept 5; assumes the tasks start together in index order).
     `restart_count` sets SLURM_RESTART_COUNT (a requeued job). The rest are site facts.
+
+    GPUs (tests/captures-hpc/slurm-gpu; the site has `node_gpus` per node): `gpus_per_task`
+    (``--gpus-per-task=N``) gives each task N GPUs of its own, the next N of its node's, with
+    ``SLURMD_TRES_BIND=gpu:per_task:N``; `gpus_per_node` (``--gpus-per-node=N``, ``--gres=gpu:N``,
+    or sbatch's job-level ``--gres``) gives every task of a node the same N; `gpu_bind`
+    (``--gpu-bind=single:K``, with `gpus_per_node`) narrows each task to GPU ``local id // K``.
+    SLURM sets `CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES`, `ZE_AFFINITY_MASK`,
+    `GPU_DEVICE_ORDINAL` and `SLURM_STEP_GPUS` to the task's list (no device cgroup: the GPUs'
+    positions in the node's gres list), `SLURM_GPUS_ON_NODE` to the step's GPUs on the node, and
+    `SLURMD_TRES_BIND` where the binding narrows the task's list (not on a node of one task); the
+    batch script has `SLURM_JOB_GPUS` instead of `SLURM_STEP_GPUS`, and its steps inherit it.
     """
 
     nodes: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
@@ -123,6 +134,10 @@ class SlurmLaunch:
     array: range | None = None
     array_task_id: int | None = None
     restart_count: int | None = attrs.field(default=None, validator=not_negative)
+    gpus_per_task: int | None = attrs.field(default=None, validator=positive)
+    gpus_per_node: int | None = attrs.field(default=None, validator=positive)
+    gpu_bind: str | None = None
+    node_gpus: int = attrs.field(default=4, validator=positive)  # the site's GPUs per node
     submit_host: str | None = None  # where srun/sbatch/salloc ran; default the first node
     submit_dir: str = "/home/user/job"
     cluster: str = "ci"
@@ -148,6 +163,7 @@ class SlurmLaunch:
                 raise ValueError(f"array_task_id={self.array_task_id!r} must be in array={self.array!r}")
         elif self.array_task_id is not None:
             raise ValueError("array_task_id= needs array=")
+        self._check_gpus()
         self.layout()  # refuse a launch SLURM would refuse, now rather than on first use
 
     # -- the allocation and the step -------------------------------------------------------------------
@@ -188,6 +204,55 @@ class SlurmLaunch:
             return self.job_id
         position = self.array.index(self.array_task_id)
         return self.job_id if position == len(self.array) - 1 else self.job_id + 1 + position
+
+    def _check_gpus(self) -> None:
+        if self.gpus_per_task is not None and self.gpus_per_node is not None:
+            raise ValueError("gpus_per_task and gpus_per_node: give one (SLURM refuses both)")
+        if self.gpu_bind is not None:
+            kind, _, tasks = self.gpu_bind.partition(":")
+            if kind != "single" or not tasks.isdigit() or int(tasks) < 1 or self.gpus_per_node is None:
+                raise ValueError(f"gpu_bind={self.gpu_bind!r}: only 'single:K' with gpus_per_node is modelled")
+        if self.gpus_per_node is not None and self.gpus_per_node > self.node_gpus:
+            raise ValueError(f"gpus_per_node={self.gpus_per_node} > node_gpus={self.node_gpus}: SLURM refuses the job")
+        if self.gpus_per_task is not None:
+            most = max(self.layout()) * self.gpus_per_task
+            if most > self.node_gpus:
+                raise ValueError(f"{most} GPUs on one node > node_gpus={self.node_gpus}: SLURM refuses the job")
+
+    def gpus(self, localid: int, tasks_here: int) -> tuple[tuple[int, ...], int]:
+        """The GPUs task `localid` of a node running `tasks_here` tasks sees, and the step's GPUs there."""
+        if self.gpus_per_task is not None:
+            first = localid * self.gpus_per_task
+            return tuple(range(first, first + self.gpus_per_task)), tasks_here * self.gpus_per_task
+        if self.gpus_per_node is None:
+            return (), 0
+        if self.gpu_bind is not None:
+            per_gpu = int(self.gpu_bind.partition(":")[2])
+            return (min(localid // per_gpu, self.gpus_per_node - 1),), self.gpus_per_node
+        return tuple(range(self.gpus_per_node)), self.gpus_per_node
+
+    def _gpu_variables(self, visible: Sequence[int], on_node: int, scope: str) -> dict[str, str]:
+        if not on_node:
+            return {}
+        listed = ",".join(map(str, visible))
+        env = dict.fromkeys(("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"), listed)
+        env |= {"GPU_DEVICE_ORDINAL": listed, scope: listed, "SLURM_GPUS_ON_NODE": str(on_node)}
+        if len(visible) == on_node:
+            pass  # the binding narrows nothing: slurmd leaves SLURMD_TRES_BIND out (a4's lone task on ci2)
+        elif self.gpus_per_task is not None:
+            env["SLURMD_TRES_BIND"] = f"gpu:per_task:{self.gpus_per_task}"
+        elif self.gpu_bind is not None:
+            env["SLURMD_TRES_BIND"] = f"gpu:{self.gpu_bind}"
+        return env
+
+    def _job_gpus(self) -> dict[str, str]:
+        """What the batch script has, and its steps inherit: the job's GPUs on the first node."""
+        count = self.gpus_per_node or (self.gpus_per_task or 0) * self.allocation_layout()[0]
+        if self.allocation != "sbatch" or not count:
+            return {}
+        env = self._gpu_variables(range(count), count, "SLURM_JOB_GPUS")
+        env.pop("SLURMD_TRES_BIND", None)  # a binding is a step's (not measured for the script)
+        return env
 
     # -- environments -----------------------------------------------------------------------------------
 
@@ -258,7 +323,7 @@ class SlurmLaunch:
             raise ValueError("the batch script exists only with allocation='sbatch'")
         head = self.nodes[0]
         env = self.job_variables() | self._process_variables(head, 0, 0, 0, [0])
-        env |= {"ENVIRONMENT": "BATCH", "HOSTNAME": head}
+        env |= {"ENVIRONMENT": "BATCH", "HOSTNAME": head} | self._job_gpus()
         return dict(sorted(env.items()))
 
     def task_variables(self, procid: int) -> dict[str, str]:
@@ -276,6 +341,8 @@ class SlurmLaunch:
         if self.allocation == "sbatch":
             env |= {"ENVIRONMENT": "BATCH", "HOSTNAME": self.nodes[0]}  # inherited from the batch script
         env |= self._process_variables(node, procid, procid - first, nodeid, range(first, first + layout[nodeid]))
+        env |= {k: v for k, v in self._job_gpus().items() if k == "SLURM_JOB_GPUS"}  # inherited from the script
+        env |= self._gpu_variables(*self.gpus(procid - first, layout[nodeid]), "SLURM_STEP_GPUS")
         port = str(ephemeral_port("srun", self.own_job_id, self.step_id))
         ntasks = str(sum(layout))
         env |= {
@@ -409,6 +476,15 @@ def _jobs(most: int) -> SearchStrategy[Job]:
         launch["job_name"] = draw(st.sampled_from(["python", "job.sh", "train"]))
         if draw(st.booleans()):
             launch["restart_count"] = draw(st.integers(0, 3))
+        gpus = draw(st.sampled_from(["none", "per_task", "per_node", "single"]))
+        if gpus == "per_task":
+            busiest = max(SlurmLaunch(**launch).layout())
+            if busiest <= 4:
+                launch["gpus_per_task"] = draw(st.integers(1, 4 // busiest))
+        elif gpus != "none":
+            launch["gpus_per_node"] = draw(st.integers(1, 4))
+            if gpus == "single":
+                launch["gpu_bind"] = f"single:{draw(st.integers(1, 4))}"
         return SlurmLaunch(**launch).job()
 
     return build()

@@ -19,7 +19,9 @@ from resolver.testing._launch import (
     not_negative,
     positive,
     stable_token,
+    to_optional_devices,
     to_optional_hosts,
+    visibility,
 )
 from resolver.testing.world import Job, Launcher, Process
 
@@ -37,6 +39,8 @@ class TorchrunLaunch:
     group rank 0's host and MASTER_PORT a free port there (the captures' agents ran on one machine:
     ``localhost``); with ``rdzv="static"`` they are ``--master-addr``/``--master-port`` (default
     127.0.0.1:29500). Group ranks follow the agents' order here (c10d orders them by arrival).
+    `visible_devices`: the CUDA_VISIBLE_DEVICES of the launcher's environment, which every process
+    inherits unchanged (None: unset).
     """
 
     nnodes: int = attrs.field(default=1, validator=positive)
@@ -49,6 +53,7 @@ class TorchrunLaunch:
     restart_count: int = attrs.field(default=0, validator=not_negative)
     max_restarts: int = attrs.field(default=0, validator=not_negative)
     role: str = "default"
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
 
     def __attrs_post_init__(self) -> None:
         if self.rdzv not in ("c10d", "static"):
@@ -100,6 +105,7 @@ class TorchrunLaunch:
         }
         if self.nproc_per_node > 1:  # torchrun sets it when it starts several workers (unless already set)
             env["OMP_NUM_THREADS"] = "1"
+        env |= visibility(self.visible_devices)
         return dict(sorted(env.items()))
 
     def job(self) -> Job:

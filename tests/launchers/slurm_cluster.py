@@ -21,12 +21,16 @@ makes sure a munged answers on the default socket (starting one as user ``munge`
 if none does, creating /etc/munge/munge.key if absent), starts ``slurmctld -D`` and
 one ``slurmd -D -N ciK`` per node (each under a small reaper process of this file,
 see _reaper_main), each in its own session (setsid), maps ``ci1..ciN`` to 127.0.0.1
-in /etc/hosts, and waits until ``sinfo`` shows every node idle.  Pids (and start
-times) go to ``state_dir/pids.json``; stop() ends exactly those, cancels jobs first
-and kills leftovers of our jobs.  Logs: ``state_dir/{slurmctld,slurmd.ciK}.log``
+in /etc/hosts, and waits until ``sinfo`` shows every node idle.  Every node has four GPUs
+that are not there: ``Gres=gpu:4`` over ``/dev/nvidia[0-3]`` (character devices 195:K made
+with mknod when absent, shared by the emulated nodes), ``gres.conf`` beside ``slurm.conf``
+with ``AutoDetect=off``; SLURM schedules and binds them like real ones (``--gpus-per-task``,
+``--gres``, ``--gpu-bind``) and sets ``CUDA_VISIBLE_DEVICES`` and ``SLURM_STEP_GPUS``.
+Pids (and start times) go to ``state_dir/pids.json``; stop() ends exactly those, cancels
+jobs first and kills leftovers of our jobs.  Logs: ``state_dir/{slurmctld,slurmd.ciK}.log``
 (+ ``.out`` for stderr), ``munged.log`` if we started munged.
 
-Needs root (SLURM daemons, munged as munge, /etc/hosts).  Plain stdlib only.
+Needs root (SLURM daemons, munged as munge, /etc/hosts, mknod).  Plain stdlib only.
 """
 
 from __future__ import annotations
@@ -49,11 +53,13 @@ from types import FrameType
 from typing import Any
 
 DEFAULT_STATE_DIR = Path("/tmp/cluster-topology-slurm")
-HARNESS_VERSION = 2  # bump when start() changes: a running older cluster restarts
+HARNESS_VERSION = 3  # bump when start() changes: a running older cluster restarts
 CLUSTER_NAME = "ci"
 PARTITION = "debug"
 NODE_PREFIX = "ci"
 CPUS_PER_NODE = 4  # advertised, thanks to SlurmdParameters=config_overrides
+GPUS_PER_NODE = 4  # /dev/nvidia0..3, made by mknod: SLURM schedules and binds them, nothing runs on them
+NVIDIA_MAJOR = 195  # the character-device major number of /dev/nvidiaK
 SLURMCTLD_PORT = 6817
 SLURMD_BASE_PORT = 17000  # node ciK listens on 17000+K
 ADDR = "127.0.0.1"
@@ -341,7 +347,7 @@ def _slurm_conf(state_dir: Path, nodes: int) -> str:
     names = _node_names(nodes)
     node_lines = "\n".join(
         f"NodeName={n} NodeHostname={host} NodeAddr={ADDR} Port={SLURMD_BASE_PORT + k} "
-        f"CPUs={CPUS_PER_NODE} State=UNKNOWN"
+        f"CPUs={CPUS_PER_NODE} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
         for k, n in enumerate(names, start=1)
     )
     nodelist = f"{NODE_PREFIX}[1-{nodes}]" if nodes > 1 else names[0]
@@ -383,6 +389,8 @@ SwitchType=switch/none
 MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
+# GPUs that are not there (gres.conf beside this file): scheduled and bound, never opened.
+GresTypes=gpu
 SchedulerType=sched/backfill
 # A requeued job becomes eligible with no event to wake the scheduler: without short
 # periodic passes (defaults 60 s main, 30 s backfill) it waits up to 30 s more.
@@ -402,6 +410,34 @@ SlurmdTimeout=300
 {node_lines}
 PartitionName={PARTITION} Nodes={nodelist} Default=YES MaxTime=INFINITE State=UP
 """
+
+
+def _gres_conf(nodes: int) -> str:
+    last = GPUS_PER_NODE - 1
+    lines = "\n".join(f"NodeName={n} Name=gpu File=/dev/nvidia[0-{last}]" for n in _node_names(nodes))
+    head = "# Written by tests/launchers/slurm_cluster.py: fake GPUs, see _ensure_gpu_devices"
+    return f"{head}\nAutoDetect=off\n{lines}\n"
+
+
+def _ensure_gpu_devices() -> None:
+    """/dev/nvidia0..3 as character devices (195, K): slurmd refuses a gres File that does not exist.
+
+    A device node that exists is left alone (a real GPU's, or ours from an earlier run); nothing
+    opens them. The resolver's device probe reads the driver's /proc list, never /dev, so these
+    nodes do not make a machine look as if it had GPUs.
+    """
+    import stat
+
+    for k in range(GPUS_PER_NODE):
+        path = Path(f"/dev/nvidia{k}")
+        if path.exists():
+            if not stat.S_ISCHR(path.stat().st_mode):
+                raise ClusterError(f"{path} exists and is not a character device: cannot emulate GPUs")
+            continue
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, k))
+        except OSError as exc:
+            raise ClusterError(f"cannot create {path} (mknod c {NVIDIA_MAJOR} {k}): {exc}") from exc
 
 
 # --------------------------------------------------------------------------- munge
@@ -628,7 +664,8 @@ def _healthy(state_dir: Path, nodes: int, idle_wait: float = 0.0) -> bool:
         return False
     conf = state_dir / "slurm.conf"
     try:
-        if conf.read_text() != _slurm_conf(state_dir, nodes):
+        written = (conf.read_text(), (state_dir / "gres.conf").read_text())
+        if written != (_slurm_conf(state_dir, nodes), _gres_conf(nodes)):
             return False
     except OSError:
         return False
@@ -682,7 +719,17 @@ def _wipe(state_dir: Path) -> None:
     """Remove what a previous run of this harness left (only our own names)."""
     for name in ("ctld", "spool", "tmp"):
         shutil.rmtree(state_dir / name, ignore_errors=True)
-    for pattern in ("*.log", "*.out", "*.pid", "pids.json", "slurm.conf", "plugstack.conf", "mpi.conf", "cgroup.conf"):
+    for pattern in (
+        "*.log",
+        "*.out",
+        "*.pid",
+        "pids.json",
+        "slurm.conf",
+        "gres.conf",
+        "plugstack.conf",
+        "mpi.conf",
+        "cgroup.conf",
+    ):
         for p in state_dir.glob(pattern):
             with contextlib.suppress(OSError):
                 p.unlink()
@@ -711,6 +758,8 @@ def start(nodes: int = 4, *, state_dir: Path = DEFAULT_STATE_DIR, timeout: float
             (state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
             (state_dir / "tmp" / name).mkdir(parents=True, exist_ok=True)
         (state_dir / "plugstack.conf").write_text("# no SPANK plugins\n")
+        _ensure_gpu_devices()
+        (state_dir / "gres.conf").write_text(_gres_conf(nodes))
         conf.write_text(_slurm_conf(state_dir, nodes))
 
         info: dict[str, Any] = {

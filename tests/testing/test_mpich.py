@@ -43,3 +43,9 @@ def mpich_hosts(**launch: Any) -> list[str]:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+def test_a_visibility_list_reaches_every_rank() -> None:
+    job = rt.mpich_job(n=2, visible_devices=("3",))
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in job.environs] == ["3", "3"]
+    assert [(t.visible_devices, t.local_device) for t in job.resolve()] == [(("3",), 0)] * 2

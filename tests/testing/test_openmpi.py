@@ -48,3 +48,9 @@ def test_builders_are_pure() -> None:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+def test_a_visibility_list_reaches_every_rank() -> None:
+    job = rt.openmpi_job(np=4, slots=4, visible_devices=(0, 1, 2, 3))
+    assert {e["CUDA_VISIBLE_DEVICES"] for e in job.environs} == {"0,1,2,3"}
+    assert [t.local_device for t in job.resolve()] == [0, 1, 2, 3]

@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import probes
+import resolver
 from resolver import testing as rt
-from tests.conftest import CAPTURES, read_capture
-from tests.testing.captured import assert_reproduces, assert_reproduces_one, case_id, ranks
+from tests.conftest import CAPTURES, CAPTURES_HPC, read_capture
+from tests.testing.captured import assert_reproduces, assert_reproduces_one, assert_same_variables, case_id, ranks
 
 S: dict[str, Any] = {"submit_host": "vm"}  # every capture was submitted from the machine `vm`
 ALLOC_B: dict[str, Any] = {"nodes": ("vm",), "ntasks": 2, "allocation": "sbatch", "job_id": 2, **S}
@@ -162,3 +164,100 @@ def test_builders_are_pure() -> None:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+# -- GPUs (tests/captures-hpc/slurm-gpu: SLURM 22.05 with 4 fake GPUs per node) ---------------------------
+
+GPU = "slurm-gpu/"
+G: dict[str, Any] = {"submit_dir": "/scratch/cap-slurm/job", "job_name": "cap.sh", **S}
+GPU_JOBS: list[tuple[str, int, Callable[[], rt.Job]]] = [
+    ("a1_srun_N1_n2_gpus-per-task1", 2, lambda: rt.slurm_job(ntasks=2, gpus_per_task=1, job_id=45, **G)),
+    ("a2_srun_N1_n2_gpus-per-node2", 2, lambda: rt.slurm_job(ntasks=2, gpus_per_node=2, job_id=47, **G)),
+    (
+        "a3a_srun_N1_n4_gres4_bind-single1",
+        4,
+        lambda: rt.slurm_job(ntasks=4, gpus_per_node=4, gpu_bind="single:1", job_id=48, **G),
+    ),
+    ("a3b_srun_N1_n4_gres4_nobind", 4, lambda: rt.slurm_job(ntasks=4, gpus_per_node=4, job_id=49, **G)),
+    (
+        "a4_srun_N2_n4_gpus-per-task1",
+        4,
+        lambda: rt.slurm_job(nodes=("ci1", "ci2"), ntasks=4, gpus_per_task=1, job_id=54, **G),
+    ),
+]
+GRES_JOB: dict[str, Any] = {
+    "ntasks": 2,
+    "allocation": "sbatch",
+    "gpus_per_node": 2,
+    "job_id": 57,
+    **G,
+    "job_name": "a6_sbatch_N1_gres2_n2.sbatch",
+}
+
+
+def assert_reproduces_gpu_capture(built: dict[str, str], name: str) -> None:
+    real = read_capture(CAPTURES_HPC / name)
+    assert_same_variables(built, real, "slurm")
+    fake = probes.fake(free_port=4242, which={})
+    assert resolver.resolve(built, fake).to_dict() == resolver.resolve(real, fake).to_dict()
+
+
+@pytest.mark.parametrize(("case", "ntasks", "make"), GPU_JOBS, ids=[case for case, _, _ in GPU_JOBS])
+def test_the_gpu_options_reproduce_the_captures(case: str, ntasks: int, make: Callable[[], rt.Job]) -> None:
+    job = make()
+    assert len(job) == ntasks
+    for task, environ in enumerate(job.environs):
+        assert_reproduces_gpu_capture(dict(environ), f"{GPU}{case}/task{task}.env")
+
+
+def test_a_gres_batch_job_and_its_step_reproduce_the_captures() -> None:
+    assert_reproduces_gpu_capture(rt.slurm_batch_env(**GRES_JOB), f"{GPU}a6_sbatch_N1_gres2_n2/batch.env")
+    for task, environ in enumerate(rt.slurm_job(**GRES_JOB).environs):
+        assert_reproduces_gpu_capture(dict(environ), f"{GPU}a6_sbatch_N1_gres2_n2/step0-task{task}.env")
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"gpus_per_task": 1, "gpus_per_node": 1}, "give one"),
+        ({"gpus_per_node": 5}, "node_gpus=4"),
+        ({"ntasks": 4, "gpus_per_task": 2}, "node_gpus=4"),
+        ({"gpus_per_node": 2, "gpu_bind": "closest"}, "single:K"),
+        ({"gpu_bind": "single:1"}, "single:K"),
+    ],
+)
+def test_gpu_requests_slurm_would_refuse_are_refused(options: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        rt.slurm_job(**options)
+
+
+def test_gpus_per_task_of_two_binds_each_task_to_its_own_pair() -> None:
+    job = rt.slurm_job(ntasks=2, gpus_per_task=2)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in job.environs] == ["0,1", "2,3"]
+    assert [t.local_device for t in job.resolve()] == [0, 0]  # the first of each task's own
+
+
+@given(st.data())
+def test_every_task_of_a_gpu_launch_gets_a_device_it_sees_and_its_own(data: st.DataObject) -> None:
+    nodes = data.draw(st.sampled_from([("ci1",), ("ci1", "ci2")]))
+    ntasks = data.draw(st.integers(len(nodes), 4 * len(nodes)))  # 4 CPUs and 4 GPUs per node
+    busiest = max(rt.slurm_tasks_per_node(ntasks, len(nodes)))
+    options: dict[str, Any] = data.draw(
+        st.sampled_from(
+            [
+                {"gpus_per_task": data.draw(st.integers(1, 4 // busiest))},
+                {"gpus_per_node": data.draw(st.integers(busiest, 4))},
+                {"gpus_per_node": data.draw(st.integers(busiest, 4)), "gpu_bind": "single:1"},
+            ]
+        )
+    )
+    job = rt.slurm_job(nodes=nodes, ntasks=ntasks, **options)
+    topologies = job.resolve()
+    rt.assert_consistent(topologies, job)
+    used: dict[int, list[str]] = {}
+    for t, environ in zip(topologies, job.environs, strict=True):
+        assert t.visible_devices == tuple(environ["CUDA_VISIBLE_DEVICES"].split(","))
+        assert t.local_device is not None, t.warnings
+        used.setdefault(t.node_rank, []).append(t.visible_devices[t.local_device])
+    for devices in used.values():
+        assert len(set(devices)) == len(devices), (job.call, devices)

@@ -49,3 +49,12 @@ def test_torchrun_defaults() -> None:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+def test_a_visibility_list_reaches_every_worker_and_each_takes_its_own_device() -> None:
+    job = rt.torchrun_job(nnodes=2, nproc_per_node=4, visible_devices=range(4))
+    assert {e["CUDA_VISIBLE_DEVICES"] for e in job.environs} == {"0,1,2,3"}
+    assert [t.local_device for t in job.resolve()] == [0, 1, 2, 3] * 2
+    few = rt.torchrun_job(nproc_per_node=4, visible_devices=["GPU-1", "GPU-2"]).resolve()
+    assert {t.local_device for t in few} == {None}  # two devices for four workers: never a guess
+    assert "CUDA_VISIBLE_DEVICES" not in rt.torchrun_env(nproc_per_node=2)
