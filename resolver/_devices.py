@@ -38,7 +38,6 @@ and srun(1) (--gpus-per-task, --gpu-bind, SLURMD_TRES_BIND). Measured: tests/cap
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -64,39 +63,72 @@ VISIBILITY = (
 SCHEDULER_LISTS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 NO_DEVICE_FILES = "NoDevFiles"  # SLURM's value for a GPU gres configured without device files
 
-_ENTRY = re.compile(r"[0-9]{1,9}|(?:GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/_.:-]{0,127}")
-_LEVEL_ZERO_ENTRY = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?")  # device or device.subdevice
-_NEGATIVE = re.compile(r"-[0-9]{1,9}")
+_ID_CHARACTERS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ/_.:-")
 _EXPECTED = "a comma-separated list of device indexes, UUIDs (GPU-...) or MIG ids (MIG-...), each once"
+
+
+def _index(entry: str) -> bool:
+    """An ASCII device index of at most 9 digits."""
+    return 0 < len(entry) <= 9 and entry.isascii() and entry.isdigit()
+
+
+def _valid(entry: str, level_zero: bool) -> bool:
+    """`N`; for Level Zero `N.M` (device.subdevice); for the others `GPU-...`/`MIG-...` ids."""
+    if _index(entry):
+        return True
+    if level_zero:
+        device, dot, subdevice = entry.partition(".")
+        return bool(dot) and _index(device) and _index(subdevice)
+    name = entry[4:]
+    return (
+        entry[:4] in ("GPU-", "MIG-")
+        and 0 < len(name) <= 128
+        and name[0].isascii()
+        and name[0].isalnum()
+        and _ID_CHARACTERS.issuperset(name)
+    )
+
+
+def _negative(entry: str) -> bool:
+    return entry[:1] == "-" and _index(entry[1:])
 
 
 def parse_devices(variable: str, raw: str) -> tuple[tuple[str, ...], str | None]:
     """The devices `raw` makes visible, and a note when entries were dropped; InvalidVariable if malformed."""
     if raw in ("", NO_DEVICE_FILES):
         return (), None
-    grammar = _LEVEL_ZERO_ENTRY if variable == "ZE_AFFINITY_MASK" else _ENTRY
+    level_zero = variable == "ZE_AFFINITY_MASK"
     devices: list[str] = []
     entries = raw.split(",")
     for position, entry in enumerate(entries):
-        if _NEGATIVE.fullmatch(entry):
+        if _negative(entry):
             dropped = entries[position + 1 :]
-            if any(not (grammar.fullmatch(e) or _NEGATIVE.fullmatch(e)) for e in dropped):
+            if any(not (_valid(e, level_zero) or _negative(e)) for e in dropped):
                 raise InvalidVariable(variable, raw, _EXPECTED)
             note = f"{variable}={raw}: the runtime stops at {entry}, so {', '.join(dropped)} stay hidden"
             return tuple(devices), note if dropped else None
-        if not grammar.fullmatch(entry) or entry in devices:
+        if not _valid(entry, level_zero) or entry in devices:
             raise InvalidVariable(variable, raw, _EXPECTED)
         devices.append(entry)
     return tuple(devices), None
 
 
-@attrs.frozen
 class _Answer:
-    visible: tuple[str, ...] | None = None
-    visible_from: str = ""
-    device: int | None = None
-    device_from: str = ""
-    warnings: tuple[str, ...] = ()
+    """What the rule found: the list and the ordinal, each with its origin, and warnings."""
+
+    __slots__ = ("device", "device_from", "visible", "visible_from", "warnings")
+
+    def __init__(
+        self,
+        visible: tuple[str, ...] | None = None,
+        visible_from: str = "",
+        device: int | None = None,
+        device_from: str = "",
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.visible, self.visible_from = visible, visible_from
+        self.device, self.device_from = device, device_from
+        self.warnings = warnings
 
 
 def assign(environ: Mapping[str, str], topology: Topology, probes: Probes) -> Topology:
