@@ -37,6 +37,7 @@ def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("SLURM_", "OMPI_", "PMI"))}
     env["PYTHONPATH"] = str(ROOT)
     env["DS_ACCELERATOR"] = "cpu"  # no GPU here: DeepSpeed's CPU accelerator (gloo)
+    env["CLUSTER_TOPOLOGY_ALLOW_LOOPBACK"] = "1"  # the two "nodes" share this host and 127.0.0.1
     return env
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 import pytest
@@ -14,23 +15,38 @@ from hypothesis import strategies as st
 
 import resolver
 from resolver import testing as rt
-from tests.conftest import CAPTURES_HPC, read_capture
+from tests.conftest import CAPTURES_HPC, CAPTURES_LOCAL, read_capture
 
-CASE = CAPTURES_HPC / "deepspeed" / "single-node-num-gpus-2"
+# each capture folder (with its truth.json) -> the builder call that must reproduce it
+CASES: list[tuple[Path, Callable[[], rt.Job]]] = [
+    (CAPTURES_HPC / "deepspeed" / "single-node-num-gpus-2", lambda: rt.deepspeed_job(num_gpus=2)),
+    (
+        CAPTURES_LOCAL / "deepspeed" / "two-nodes-no-ssh",
+        lambda: rt.deepspeed_job(hosts=("node0", "node1"), num_gpus=2, master_addr="127.0.0.1"),
+    ),
+]
 
 
-def test_the_builder_reproduces_the_capture() -> None:
-    truth = json.loads((CASE / "truth.json").read_text())
-    job = rt.deepspeed_job(num_gpus=2)
+@pytest.mark.parametrize(("case", "make"), CASES, ids=[case.name for case, _ in CASES])
+def test_the_builder_reproduces_the_captures(case: Path, make: Callable[[], rt.Job]) -> None:
+    truth = json.loads((case / "truth.json").read_text())
+    job = make()
     assert (job.launcher, job.source, len(job)) == ("deepspeed", "deepspeed", len(truth))
-    real = [read_capture(CASE / row["file"]) for row in truth]
+    real = [read_capture(case / row["file"]) for row in truth]
     assert list(job.environs) == real  # DeepSpeed picks nothing at random: every value is exact
-    captured = attrs.evolve(job, processes=tuple(attrs.evolve(p, environ=e) for p, e in zip(job, real, strict=True)))
+    # the captured "nodes" share one host and 127.0.0.1: say so, as a user emulating nodes does
+    loopback = {"CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "1"} if len(set(job.hosts)) > 1 else {}
+    built = attrs.evolve(job, processes=tuple(attrs.evolve(p, environ={**p.environ, **loopback}) for p in job))
+    captured = attrs.evolve(
+        job, processes=tuple(attrs.evolve(p, environ={**e, **loopback}) for p, e in zip(job, real, strict=True))
+    )
     tops = captured.resolve()
-    assert [t.to_dict() for t in job.resolve()] == [t.to_dict() for t in tops]
+    assert [t.to_dict() for t in built.resolve()] == [t.to_dict() for t in tops]
     for t, row in zip(tops, truth, strict=True):
         fields = ("global_rank", "world_size", "local_rank", "local_world_size", "node_rank", "num_nodes")
         assert {f: getattr(t, f) for f in fields} == {f: row[f] for f in fields}
+        if "argv" in row:
+            assert row["argv"][0] == f"--local_rank={t.local_rank}"
 
 
 def test_several_hosts_number_ranks_host_by_host() -> None:
