@@ -83,6 +83,7 @@ __all__ = [
     "main_endpoint",
     "main_host",
     "pe_hosts",
+    "pe_task",
 ]
 
 NAME = "gridengine"
@@ -120,6 +121,16 @@ def _task(environ: Mapping[str, str]) -> int | None:
     )
 
 
+def pe_task(environ: Mapping[str, str]) -> bool:
+    """A task of a parallel job started by ``qrsh -inherit`` (``PE`` set, no ``PE_HOSTFILE``).
+
+    It is no job of its own: Grid Engine names it ``petask`` (JOB_NAME, REQUEST) and gives it its
+    host's slot and host counts; MPI ranks on slave hosts run under such tasks (Open MPI's orted,
+    Hydra's proxy).
+    """
+    return "PE" in environ and HOSTFILE not in environ
+
+
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """The job's facts with their origins: job id and name, array job and task, restart count.
 
@@ -130,7 +141,7 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     job = _job_id(environ)
     facts: JobFacts = {"job_id": (str(job), "env:JOB_ID")}
     name = env.optional_text(environ, "JOB_NAME")
-    if name is not None:
+    if name is not None and not pe_task(environ):  # a qrsh -inherit task's JOB_NAME is "petask", not the job's
         facts["job_name"] = (name, "env:JOB_NAME")
     task = _task(environ)
     if task is not None:
@@ -292,12 +303,11 @@ class GridEngine:
     @staticmethod
     def _warn(b: Builder, environ: Mapping[str, str]) -> None:
         hosts = env.optional_integer(environ, "NHOSTS", minimum=1)
-        pe = environ.get("PE")
-        if pe is not None and HOSTFILE not in environ:
+        if pe_task(environ):
             b.warn(
-                f"a task of parallel job {environ['JOB_ID']} (PE={pe}) without {HOSTFILE}: started by qrsh -inherit, "
-                "and Grid Engine numbers no tasks, so it resolves as a world of one; have the starter set "
-                "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the default source reads them), or use mpirun"
+                f"a task of parallel job {environ['JOB_ID']} (PE={environ['PE']}) without {HOSTFILE}: started by "
+                "qrsh -inherit, and Grid Engine numbers no tasks, so it resolves as a world of one; have the starter "
+                "set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the default source reads them), or use mpirun"
             )
         elif hosts is not None and hosts > 1:
             b.warn(

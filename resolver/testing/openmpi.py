@@ -75,7 +75,9 @@ class OpenMpiLaunch:
 
     Ranks are mapped by slot. Beyond the slots, `oversubscribe=True` is needed (as mpirun refuses
     otherwise); it sets OMPI_MCA_rmaps_base_oversubscribe=1, as in the captures, where it came from the
-    environment. PMIX_NAMESPACE follows ORTE's job-family hash of mpirun's host and `mpirun_pid`.
+    environment (ranks are bound to cores at launch only within the slots and `cores`, when given). Its
+    session directories live under `tmpdir` ($TMPDIR: Grid Engine gives each job its own).
+    PMIX_NAMESPACE follows ORTE's job-family hash of mpirun's host and `mpirun_pid`.
     `command`/`args`/`wdir`: OMPI_COMMAND; OMPI_ARGV and OMPI_MCA_initial_wdir, which real mpirun also
     sets (OMPI_ARGV only with arguments) but the captures dropped: they appear only when given.
     On hosts other than mpirun's the ranks' daemon is a remote orted, whose variables differ (measured
@@ -95,6 +97,8 @@ class OpenMpiLaunch:
     uid: int = 0
     munge: bool = False  # PMIx offers munge security where munged runs (it did not for the captures)
     visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
+    tmpdir: str = "/tmp"  # noqa: S108 - $TMPDIR, under which Open MPI puts its session directories
+    cores: int | None = None  # per host; ranks are bound at launch only when they fit (None: the slots)
 
     def __attrs_post_init__(self) -> None:
         if self.np > sum(self.host_slots) and not self.oversubscribe:
@@ -119,7 +123,7 @@ class OpenMpiLaunch:
         used = sum(1 for count in counts if count)
         family = _jobfam(self.hosts[0], self.mpirun_pid)
         daemons_job, job = family << 16, (family << 16) + 1
-        top = f"/tmp/ompi.{host}.{self.uid}"  # noqa: S108 - Open MPI's session directory
+        top = f"{self.tmpdir}/ompi.{host}.{self.uid}"
         session = f"{top}/pid.{self.mpirun_pid}" if daemon == 0 else f"{top}/jf.{family}"
         server_pid = self.mpirun_pid if daemon == 0 else stable_number("orted", family, host, low=2000, high=4000000)
         pmix_uri = f"{daemons_job}.{daemon};tcp4://127.0.0.1:{ephemeral_port('pmix', family, daemon)}"
@@ -148,7 +152,7 @@ class OpenMpiLaunch:
             "OMPI_MCA_orte_precondition_transports": "-".join(
                 f"{stable_number('key', family, half, low=0, high=2**64 - 1):016x}" for half in (0, 1)
             ),
-            "OMPI_MCA_orte_tmpdir_base": "/tmp",  # noqa: S108
+            "OMPI_MCA_orte_tmpdir_base": self.tmpdir,
             "OMPI_MCA_orte_top_session_dir": top,
             "OMPI_MCA_pmix": "^s1,s2,cray,isolated",
             "OMPI_MCA_shmem_RUNTIME_QUERY_hint": "mmap",
@@ -165,12 +169,13 @@ class OpenMpiLaunch:
             "PMIX_RANK": str(rank),
             "PMIX_SECURITY_MODE": "munge,native" if self.munge else "native",
             "PMIX_SERVER_TMPDIR": session,
-            "PMIX_SYSTEM_TMPDIR": "/tmp",  # noqa: S108
+            "PMIX_SYSTEM_TMPDIR": self.tmpdir,
             "PMIX_VERSION": "4.2.2rc2",
         }
         env |= {f"PMIX_SERVER_URI{suffix}": pmix_uri for suffix in ("2", "21", "3", "4", "41")}
-        if counts[daemon] <= self.host_slots[daemon]:
-            env["OMPI_MCA_orte_bound_at_launch"] = "1"  # ranks are bound to cores unless oversubscribed
+        fit = self.host_slots[daemon] if self.cores is None else min(self.cores, self.host_slots[daemon])
+        if counts[daemon] <= fit:
+            env["OMPI_MCA_orte_bound_at_launch"] = "1"  # bound unless oversubscribed or beyond the cores
         if self.oversubscribe:
             env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
         if daemon > 0:  # a remote orted, started by mpirun over ssh
@@ -260,8 +265,8 @@ LAUNCHER = Launcher(
         "PMIX_SERVER_URI4": _PMIX_URI,
         "PMIX_SERVER_URI41": _PMIX_URI,
         # the pid of orted on a host other than mpirun's (mpirun's own pid is the keyword mpirun_pid)
-        "PMIX_DSTORE_21_BASE_PATH": r"/tmp/ompi\.[^/]+\.[0-9]+/(pid|jf)\.[0-9]+/pmix_dstor_ds21_[0-9]+",  # noqa: S108
-        "PMIX_DSTORE_ESH_BASE_PATH": r"/tmp/ompi\.[^/]+\.[0-9]+/(pid|jf)\.[0-9]+/pmix_dstor_ds12_[0-9]+",  # noqa: S108
+        "PMIX_DSTORE_21_BASE_PATH": r"/tmp(/[^/]+)?/ompi\.[^/]+\.[0-9]+/(pid|jf)\.[0-9]+/pmix_dstor_ds21_[0-9]+",  # noqa: S108
+        "PMIX_DSTORE_ESH_BASE_PATH": r"/tmp(/[^/]+)?/ompi\.[^/]+\.[0-9]+/(pid|jf)\.[0-9]+/pmix_dstor_ds12_[0-9]+",  # noqa: S108
     },
     jobs=_jobs,
 )

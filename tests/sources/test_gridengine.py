@@ -105,6 +105,7 @@ def test_qrsh_inherit_task_is_one_process_and_says_it_is_not_numbered() -> None:
     assert "PE_HOSTFILE" not in environ and environ["PE"] == "mpi"  # what the rule reads
     t = resolver.resolve(environ, FAKE)
     assert (t.source, t.world_size, t.job_id) == ("gridengine", 1, "4")
+    assert environ["JOB_NAME"] == "petask" and t.job_name is None  # Grid Engine's name for every such task
     (warning,) = t.warnings
     assert "qrsh -inherit" in warning and "RANK, WORLD_SIZE" in warning
 
