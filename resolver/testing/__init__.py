@@ -44,6 +44,7 @@ from resolver.schema import topology_schema
 from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
 from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
+from resolver.testing.gridengine import GridEngineLaunch, gridengine_env, gridengine_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
@@ -82,6 +83,7 @@ __all__ = [
     "DeepSpeedWorker",
     "FluxLaunch",
     "FluxTask",
+    "GridEngineLaunch",
     "Job",
     "KubeflowLaunch",
     "KubeflowPod",
@@ -114,6 +116,8 @@ __all__ = [
     "deepspeed_job",
     "flux_env",
     "flux_job",
+    "gridengine_env",
+    "gridengine_job",
     "jobs",
     "kubeflow_env",
     "kubeflow_job",

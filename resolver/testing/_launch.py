@@ -73,6 +73,13 @@ def visibility(devices: tuple[str, ...] | None) -> dict[str, str]:
     return {} if devices is None else {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
 
 
+def to_strings(value: Iterable[str]) -> tuple[str, ...]:
+    """Converter of a field of words (a command and its arguments): any sequence of them, but not one string."""
+    if isinstance(value, str):
+        raise TypeError(f"expected a sequence of strings, got the string {value!r}")
+    return tuple(value)
+
+
 def to_optional_hosts(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else to_hosts(value)
 

@@ -24,6 +24,7 @@ from resolver.testing._launch import (
     stable_number,
     to_hosts,
     to_optional_devices,
+    to_strings,
     visibility,
 )
 from resolver.testing.world import Job, Launcher, Process
@@ -91,7 +92,7 @@ class OpenMpiLaunch:
     slots: int | tuple[int, ...] = 2
     oversubscribe: bool = False
     command: str = "python"
-    args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    args: tuple[str, ...] = attrs.field(default=(), converter=to_strings)
     wdir: str | None = None
     mpirun_pid: int = attrs.field(default=13226, validator=positive)
     uid: int = 0

@@ -20,6 +20,7 @@ from resolver.testing import (
     azureml,
     deepspeed,
     flux,
+    gridengine,
     kubeflow,
     lsf,
     mpich,
@@ -53,6 +54,7 @@ REGISTRY: tuple[Launcher, ...] = (
     volcano.LAUNCHER,
     azureml.LAUNCHER,
     tpu_vm.LAUNCHER,
+    gridengine.LAUNCHER,
 )
 LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
 

@@ -55,6 +55,8 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.azureml_env, rt.AzureMlLaunch, {"node"}),
     (rt.tpu_vm_job, rt.TpuVmLaunch, set()),
     (rt.tpu_vm_env, rt.TpuVmLaunch, {"node"}),
+    (rt.gridengine_job, rt.GridEngineLaunch, set()),
+    (rt.gridengine_env, rt.GridEngineLaunch, set()),
 ]
 
 
@@ -96,6 +98,7 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
         azureml,
         deepspeed,
         flux,
+        gridengine,
         kubeflow,
         lsf,
         mpich,
@@ -109,7 +112,7 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
     )
 
     launchers = (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs)
-    for module in (*launchers, vertex, volcano, azureml, tpu_vm):
+    for module in (*launchers, gridengine, vertex, volcano, azureml, tpu_vm):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:
