@@ -14,6 +14,8 @@ import email.message
 import email.parser
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -124,18 +126,62 @@ def test_twine_accepts_both(dists: Dists) -> None:
     assert out.count("PASSED") == 2
 
 
-def test_the_sdist_test_suite_runs_from_the_unpacked_sdist(dists: Dists, tmp_path: Path) -> None:
-    with tarfile.open(dists.sdist) as sdist:
-        sdist.extractall(tmp_path, filter="data")
-    (unpacked,) = tmp_path.iterdir()
-    env = {**clean_env(), "PYTHONPATH": str(unpacked)}
+def unpack(sdist: Path, into: Path) -> Path:
+    with tarfile.open(sdist) as archive:
+        archive.extractall(into, filter="data")
+    (unpacked,) = into.iterdir()
+    return unpacked
+
+
+def run_unit_tests(python: Path | str, unpacked: Path, env: dict[str, str], *ignore: str) -> None:
+    """The unpacked sdist's unit tests, its own code first on the path; tests/launchers starts real
+    launchers, which CI's own run covers."""
+    env = {**env, "PYTHONPATH": str(unpacked)}
     code = "import resolver, probes; print(resolver.__file__, probes.__file__)"
-    where = run([sys.executable, "-c", code], cwd=unpacked, env=env)
+    where = run([python, "-c", code], cwd=unpacked, env=env)
     assert all(Path(path).is_relative_to(unpacked) for path in where.split())
-    # tests/launchers starts real launchers: CI's own run covers them
-    pytest_args = ["-p", "no:cacheprovider", "-q", "-m", UNIT, "--ignore=tests/launchers"]
-    out = run([sys.executable, "-m", "pytest", *pytest_args], cwd=unpacked, env=env)
+    ignored = [f"--ignore={path}" for path in ("tests/launchers", *ignore)]
+    out = run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", UNIT, *ignored], cwd=unpacked, env=env)
     assert " passed" in out.splitlines()[-1] and " failed" not in out.splitlines()[-1]
+
+
+def test_the_sdist_test_suite_runs_from_the_unpacked_sdist(dists: Dists, tmp_path: Path) -> None:
+    run_unit_tests(sys.executable, unpack(dists.sdist, tmp_path), clean_env())
+
+
+THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+CLASSIFIED = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', (ROOT / "pyproject.toml").read_text())
+
+
+def find_python(version: str) -> Path:
+    """An interpreter of that version: `pythonX.Y` on PATH, else pyenv's."""
+    found = shutil.which(f"python{version}")
+    candidates = [Path(found)] if found else []
+    candidates += sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*/bin/python"))
+    if not candidates:
+        message = f"no Python {version} here (the classifiers name it)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return candidates[0]
+
+
+@pytest.mark.parametrize("version", [version for version in CLASSIFIED if version != THIS_PYTHON])
+def test_the_sdist_test_suite_runs_on_every_python_the_classifiers_name(
+    version: str, dists: Dists, tmp_path: Path
+) -> None:
+    """The unit tests under each other classified Python, in a venv with the wheel and its `test` extra.
+
+    Only what the `test` extra installs is there: tests needing torch, Lightning or atheris skip
+    (CI is not set for this run), and CI's own run on this machine's Python requires them.
+    """
+    assert f"Programming Language :: Python :: {version}" in (dists.metadata().get_all("Classifier") or [])
+    venv = tmp_path / "venv"
+    run([find_python(version), "-m", "venv", venv], cwd=tmp_path, env=clean_env())
+    python = venv / "bin" / "python"
+    run([python, "-m", "pip", "install", "-q", f"{dists.wheel}[test]"], cwd=tmp_path, env=clean_env())
+    env = {key: value for key, value in clean_env().items() if key != "CI"}
+    run_unit_tests(python, unpack(dists.sdist, tmp_path / "sdist"), env, "tests/integrations")
 
 
 USER_SCRIPT = """\
