@@ -154,3 +154,10 @@ def test_ci_builds_the_site_strictly_with_the_readmes_command() -> None:
     command = readme.split("<!-- docs-command", 1)[1].splitlines()[2]
     assert command.startswith("pip install -e '.[docs]' && python -m sphinx -W ")
     assert command.endswith(" docs site")
+
+
+def test_the_readmes_links_into_the_site_exist() -> None:
+    links = re.findall(r"\]\((docs/[^)#]+)", (ROOT / "README.md").read_text())
+    assert len(links) > 10
+    missing = [link for link in links if not (ROOT / link).is_file()]
+    assert not missing

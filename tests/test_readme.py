@@ -52,14 +52,15 @@ def test_the_one_line_example_is_what_str_prints() -> None:
 
 
 def test_the_testing_section_examples_hold() -> None:
-    section = README[README.index("## Testing your scheduler code") : README.index("## Job logs")]
+    start = README.index("## Testing your scheduler code")
+    section = README[start : README.index("\n## ", start)]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 1  # the rest of the kit is on the site (docs/testing.md, run by test_docs)
     namespace: dict[str, object] = {}
     for block in blocks:
         exec(block, namespace)  # noqa: S102 - our own README
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
-    assert len(tests) == 5
+    assert len(tests) == 3
     for test in tests:
         test()
 
