@@ -154,16 +154,17 @@ CLASSIFIED = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', (ROOT /
 
 
 def find_python(version: str) -> Path:
-    """An interpreter of that version: `pythonX.Y` on PATH, else pyenv's."""
+    """An interpreter of that version that runs: pyenv's, else `pythonX.Y` on PATH (a pyenv shim may not run)."""
+    candidates = sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*/bin/python"))
     found = shutil.which(f"python{version}")
-    candidates = [Path(found)] if found else []
-    candidates += sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*/bin/python"))
-    if not candidates:
-        message = f"no Python {version} here (the classifiers name it)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return candidates[0]
+    candidates += [Path(found)] if found else []
+    for python in candidates:
+        if subprocess.run([python, "-c", "pass"], capture_output=True, check=False).returncode == 0:
+            return python
+    message = f"no Python {version} here (the classifiers name it)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.mark.parametrize("version", [version for version in CLASSIFIED if version != THIS_PYTHON])
