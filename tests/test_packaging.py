@@ -171,16 +171,16 @@ def find_python(version: str) -> Path:
 def test_the_sdist_test_suite_runs_on_every_python_the_classifiers_name(
     version: str, dists: Dists, tmp_path: Path
 ) -> None:
-    """The unit tests under each other classified Python, in a venv with the wheel and its `test` extra.
+    """The unit tests under each other classified Python, in a venv with the wheel, `test` and `dev`.
 
-    Only what the `test` extra installs is there: tests needing torch, Lightning or atheris skip
-    (CI is not set for this run), and CI's own run on this machine's Python requires them.
+    Only what those extras install is there: tests needing torch, Lightning or atheris skip (CI is
+    not set for this run), and CI's own run on this machine's Python requires them.
     """
     assert f"Programming Language :: Python :: {version}" in (dists.metadata().get_all("Classifier") or [])
     venv = tmp_path / "venv"
     run([find_python(version), "-m", "venv", venv], cwd=tmp_path, env=clean_env())
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "-q", f"{dists.wheel}[test]"], cwd=tmp_path, env=clean_env())
+    run([python, "-m", "pip", "install", "-q", f"{dists.wheel}[test,dev]"], cwd=tmp_path, env=clean_env())
     env = {key: value for key, value in clean_env().items() if key != "CI"}
     run_unit_tests(python, unpack(dists.sdist, tmp_path / "sdist"), env, "tests/integrations")
 
