@@ -161,3 +161,11 @@ def test_the_readmes_links_into_the_site_exist() -> None:
     assert len(links) > 10
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing
+
+
+def test_the_device_page_names_every_variable_the_rule_reads() -> None:
+    from resolver._devices import SCHEDULER_LISTS, VISIBILITY
+
+    page = (DOCS / "devices.md").read_text()
+    for name in (*VISIBILITY, *SCHEDULER_LISTS, "SLURMD_TRES_BIND", "NoDevFiles"):
+        assert f"`{name}" in page, name

@@ -63,11 +63,3 @@ def test_the_testing_section_examples_hold() -> None:
     assert len(tests) == 3
     for test in tests:
         test()
-
-
-def test_the_device_section_names_every_variable_the_rule_reads() -> None:
-    from resolver._devices import SCHEDULER_LISTS, VISIBILITY
-
-    section = README[README.index("## Which device is mine") : README.index("## torch.distributed and Lightning")]
-    for name in (*VISIBILITY, *SCHEDULER_LISTS, "SLURMD_TRES_BIND", "NoDevFiles"):
-        assert f"`{name}" in section, name
