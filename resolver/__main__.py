@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from resolver import __version__
 from resolver._apply import environment
 from resolver._detect import ALLOW_LOOPBACK, resolve
+from resolver._devices import bind
 from resolver._explain import Explanation, explain
 from resolver._torchrun import render_torchrun
 from resolver._validate import validate
@@ -46,7 +47,8 @@ commands:
   exec [options] -- PROGRAM [ARGS...]
         resolve, write the env:// variables (MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
         LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK) and replace this process with
-        PROGRAM: srun cluster-topology exec -- python train.py
+        PROGRAM: srun cluster-topology exec -- python train.py; with --bind-device the
+        visibility variables name this process's device alone, so PROGRAM's cuda:0 is its own
 
 formats:
   text  the one-line summary, then every field with where it came from
@@ -98,6 +100,12 @@ def _options() -> argparse.ArgumentParser:
         "--allow-loopback",
         action="store_true",
         help=f"allow a loopback main address across nodes emulated on one host (as {ALLOW_LOOPBACK}=1)",
+    )
+    p.add_argument(
+        "--bind-device",
+        action="store_true",
+        help="narrow CUDA_VISIBLE_DEVICES (and the other visibility variables set) to this process's "
+        "device, so a program's device 0 is its own (exec, --format env); exit 2 when the device is unknown",
     )
     p.add_argument("--devices", type=_count("--devices"), metavar="N", help="devices per node you intend to use")
     p.add_argument("--num-nodes", type=_count("--num-nodes"), metavar="N", help="number of nodes you intend to use")
@@ -322,6 +330,10 @@ def _env(topology: Topology, explanation: Explanation | None) -> str:
     return ("" if explanation is None else _wrapped(explanation, "# ")) + render_env(topology)
 
 
+def _exports(changes: Mapping[str, str]) -> str:
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in changes.items())
+
+
 def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
     arguments = render_torchrun(topology)
     if explanation is not None:  # stdout holds only the arguments
@@ -389,9 +401,18 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             explanation = None
             if args.explain:
                 explanation = explain(parse_env_file(args.env_file) if args.env_file else env, source=args.source)
-            topology, _ = _resolve(args, env)
+            topology, resolved = _resolve(args, env)
             _warn(topology)
             output = RENDERERS[args.format](topology, explanation)
+            if args.bind_device:
+                if args.format != "env":
+                    raise InvalidSettings(
+                        f"--bind-device changes the environment: it goes with exec or --format env, not {args.format}",
+                        variable="--bind-device",
+                        value=args.format,
+                        expected="--format env",
+                    )
+                output += _exports(bind(topology, resolved))
         except TopologyError as exc:
             return _fail(exc, as_json=args.format == "json")
         _write(output)
@@ -409,7 +430,7 @@ def _exec(parser: argparse.ArgumentParser, arguments: list[str], environ: Mappin
     if not program:
         parser.error("no PROGRAM: cluster-topology exec [options] -- PROGRAM [ARGS...]")
     try:
-        topology, _ = _resolve(args, environ)
+        topology, resolved = _resolve(args, environ)
         if topology.main_address is None or topology.main_port is None:
             raise InvalidSettings(f"the {topology.source} topology has no main address and port: {topology}")
     except TopologyError as exc:
@@ -418,6 +439,11 @@ def _exec(parser: argparse.ArgumentParser, arguments: list[str], environ: Mappin
     child = {**environ, **environment(topology)}
     if topology.local_world_size is None:
         child.pop("LOCAL_WORLD_SIZE", None)  # an inherited value would contradict an unknown one
+    if args.bind_device:
+        try:
+            child.update(bind(topology, resolved))
+        except TopologyError as exc:
+            return _fail(exc)
     return _replace(program, child)
 
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.errors import InvalidVariable, TopologyError
+from resolver.errors import InvalidSettings, InvalidVariable, TopologyError
 from resolver.sources._registry import DEVICE_BINDINGS
 from resolver.topology import Topology
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from probes import Probes
     from resolver.sources import DeviceBinding
 
-__all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "parse_devices"]
+__all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "bind", "parse_devices"]
 
 VISIBILITY = (
     "CUDA_VISIBLE_DEVICES",
@@ -247,3 +247,40 @@ def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:
             if found is not None:
                 return found
     return None
+
+
+def bind(topology: Topology, environ: Mapping[str, str]) -> dict[str, str]:
+    """The visibility variables narrowed to this process's device, so that a program's device 0 is it.
+
+    Pure: `environ` is read, the changes are returned (`cluster-topology exec --bind-device` writes
+    them into the program's environment; `--format env --bind-device` exports them). Each vendor
+    variable that is set becomes the one entry of its own list at `local_device`, as SLURM itself
+    narrows every one of them under `--gpu-bind=single:1` (captured); they must list the same
+    devices, since which of them a runtime reads depends on the vendor. With no variable set (the
+    device-count probe answered), `CUDA_VISIBLE_DEVICES` is set, which CUDA and HIP read.
+    InvalidSettings when the record does not know the device.
+    """
+    visible, device = topology.visible_devices, topology.local_device
+    if visible is None or device is None:
+        why = topology.warnings[-1] if topology.warnings else "no visibility variable or device probe says"
+        raise InvalidSettings(
+            f"cannot bind this process to its device: the {topology.source} record does not know it "
+            f"(visible_devices={None if visible is None else list(visible)}, local_device={device}): {why}",
+            variable="local_device",
+            value=device,
+            expected="a device the record knows",
+        )
+    origin = topology.provenance.get("visible_devices", "")
+    if not origin.startswith("env:"):
+        return {"CUDA_VISIBLE_DEVICES": visible[device]}
+    lists = {name: environ[name] for name in VISIBILITY if name in environ}
+    if len(set(lists.values())) > 1:
+        shown = ", ".join(f"{name}={value}" for name, value in lists.items())
+        raise InvalidSettings(
+            f"cannot bind this process to its device: {shown} list different devices, and which of them "
+            "a runtime reads depends on the vendor; narrow the one your runtime reads yourself",
+            variable=next(iter(lists)),
+            value=next(iter(lists.values())),
+            expected="every set visibility variable listing the same devices",
+        )
+    return dict.fromkeys(lists, visible[device])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from resolver import Topology, __version__
 from resolver.__main__ import main, render_env
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, CAPTURES_HPC, read_capture
 
 CAPTURE = CAPTURES / "torchrun" / "2node_static" / "rank3.env"
 
@@ -311,3 +311,50 @@ def test_an_integer_past_18_digits_says_the_limit() -> None:
     out = run(env={**TORCHRUN_NODE1, "RANK": "1" * 19})
     assert out.returncode == 2 and "at most 18 digits" in out.stderr
     assert "at most 18 digits" in run("--devices", "9" * 19, "--num-nodes", "1").stderr
+
+
+GPU_TASK = CAPTURES_HPC / "slurm-gpu" / "a3b_srun_N1_n4_gres4_nobind" / "task2.env"  # 4 tasks share GPUs 0-3
+
+
+def test_exec_bind_device_gives_the_program_its_device_alone() -> None:
+    env = read_capture(GPU_TASK)
+    done = run(
+        "exec",
+        "--bind-device",
+        "--",
+        "sh",
+        "-c",
+        "echo $CUDA_VISIBLE_DEVICES $ROCR_VISIBLE_DEVICES $LOCAL_RANK",
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "2", "2"]  # task 2's GPU, under every variable SLURM set
+    plain = run("exec", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES", env=env)
+    assert plain.stdout.split() == ["0,1,2,3"]  # without the option nothing is narrowed
+
+
+def test_exec_bind_device_refuses_when_the_device_is_unknown() -> None:
+    env = read_capture(GPU_TASK) | dict.fromkeys(
+        ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL"), "0,1"
+    )
+    done = run("exec", "--bind-device", "--", "sh", "-c", "echo ran", env=env)
+    assert done.returncode == 2 and "ran" not in done.stdout
+    assert "cannot bind this process to its device" in done.stderr and "local_rank % 2" in done.stderr
+
+
+def test_env_format_exports_the_narrowed_variables_when_asked() -> None:
+    args = ("--env-file", str(GPU_TASK), "--format", "env")
+    assert "CUDA_VISIBLE_DEVICES" not in run(*args).stdout
+    bound = run(*args, "--bind-device")
+    assert bound.returncode == 0, bound.stderr
+    assert "export CUDA_VISIBLE_DEVICES=2\n" in bound.stdout and "export ZE_AFFINITY_MASK=2\n" in bound.stdout
+    text = run("--env-file", str(GPU_TASK), "--bind-device")
+    assert text.returncode == 2 and "--format env" in text.stderr
+
+
+def test_text_shows_the_device_and_where_it_came_from() -> None:
+    out = run("--env-file", str(GPU_TASK)).stdout
+    assert " device 2/4 (2) " in out.splitlines()[0]
+    assert any(line.split()[:2] == ["local_device", "2"] and "local_rank" in line for line in out.splitlines())
+    explained = run("--env-file", str(GPU_TASK), "--explain").stdout
+    assert "visible_devices" in explained and "env:CUDA_VISIBLE_DEVICES" in explained

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import probes
 import resolver
-from resolver import InvalidVariable, Topology
-from resolver._devices import VISIBILITY, parse_devices
+from resolver import InvalidSettings, InvalidVariable, Topology
+from resolver._devices import VISIBILITY, bind, parse_devices
 from tests.conftest import CAPTURES_HPC, read_capture
 
 GPU_CAPTURES = CAPTURES_HPC / "slurm-gpu"
@@ -345,3 +345,40 @@ def test_parse_devices_keeps_the_order_and_says_what_it_dropped() -> None:
     devices, note = parse_devices("CUDA_VISIBLE_DEVICES", "1,-1,0")
     assert devices == ("1",) and note is not None and "0 stay hidden" in note
     assert parse_devices("CUDA_VISIBLE_DEVICES", "1,-1") == (("1",), None)
+
+
+# -- bind: the narrowing `exec --bind-device` applies ----------------------------------------------------
+
+
+def test_bind_narrows_every_variable_slurm_set_to_the_tasks_device() -> None:
+    env = capture("a3b_srun_N1_n4_gres4_nobind", "task1.env")
+    changes = bind(resolver.resolve(env, fake()), env)
+    assert changes == dict.fromkeys(
+        ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL"), "1"
+    )
+    narrowed = resolver.resolve({**env, **changes}, fake())
+    assert (narrowed.visible_devices, narrowed.local_device) == (("1",), 0)  # the same GPU, now cuda:0
+
+
+def test_bind_after_the_probe_sets_cuda_visible_devices() -> None:
+    t = resolver.resolve(TORCHRUN, fake(devices=4))
+    assert bind(t, TORCHRUN) == {"CUDA_VISIBLE_DEVICES": "2"}
+
+
+def test_bind_keeps_uuids() -> None:
+    env = {**TORCHRUN, "CUDA_VISIBLE_DEVICES": "GPU-a1,GPU-b2,GPU-c3,GPU-d4"}
+    assert bind(resolver.resolve(env, fake()), env) == {"CUDA_VISIBLE_DEVICES": "GPU-c3"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, "local_device=None"),  # two GPUs, four processes
+        ({}, "visible_devices=None"),  # nothing says, the probe cannot answer
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2,3", "ROCR_VISIBLE_DEVICES": "4,5,6,7"}, "depends on the vendor"),
+    ],
+)
+def test_bind_refuses_what_it_cannot_narrow_without_guessing(changes: dict[str, str], words: str) -> None:
+    env = {**TORCHRUN, **changes}
+    with pytest.raises(InvalidSettings, match=words):
+        bind(resolver.resolve(env, fake()), env)

@@ -7,6 +7,12 @@ and restore the environment when that group is destroyed.
         torch.distributed.all_reduce(tensor)
     # here the group is destroyed and os.environ is exactly as before
 
+The device: when CUDA is available and the record knows this process's device
+(`Topology.local_device`, see resolver/_devices.py), `torch.cuda.set_device` is called with it and,
+for NCCL, `device_id` is passed (eager NCCL initialisation on the right GPU); when the record says
+None, nothing is set and its warning says why: `cuda:<local_rank>` is not guessed. A `device_id`
+of your own wins and nothing is set.
+
 The topology's warnings are logged (`logging`, logger `resolver.integrations.torch`, level WARNING)
 before the group forms; a topology spanning several nodes with a loopback main address is refused
 (see `resolver.resolve`; CLUSTER_TOPOLOGY_ALLOW_LOOPBACK=1 in os.environ allows it).
@@ -39,7 +45,7 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
-__all__ = ["DECIDED", "Group", "default_backend", "init_process_group"]
+__all__ = ["DECIDED", "Group", "cuda_device", "default_backend", "init_process_group"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -52,6 +58,14 @@ def default_backend() -> str:
     if torch.cuda.is_available() and dist.is_nccl_available():
         return "nccl"
     return "gloo"
+
+
+def cuda_device(topology: Topology, *, cuda_available: bool) -> int | None:
+    """The CUDA ordinal this process should use: the record's `local_device` when CUDA is there.
+
+    None when CUDA is not available or the record cannot tell (never `local_rank` as a guess).
+    """
+    return topology.local_device if cuda_available else None
 
 
 class Group:
@@ -106,7 +120,8 @@ def init_process_group(topology: Topology | None = None, *, backend: str | None 
     Applies the topology with `ranks=True` (MASTER_ADDR/PORT, WORLD_SIZE, RANK, LOCAL_RANK,
     NODE_RANK) and calls `torch.distributed.init_process_group(backend, init_method="env://", **kw)`;
     `backend=None` means `default_backend()`. Other keywords (`timeout`, `device_id`, ...) pass
-    through; `init_method`, `rank`, `world_size` and `store` are the topology's to decide.
+    through; `init_method`, `rank`, `world_size` and `store` are the topology's to decide. Without a
+    `device_id`, the record's device (`cuda_device`) is made current and, for NCCL, passed as it.
     """
     decided = sorted(set(kw) & set(DECIDED))
     if decided:
@@ -127,6 +142,12 @@ def init_process_group(topology: Topology | None = None, *, backend: str | None 
     for warning in topology.warnings:
         _LOG.warning("%s: %s", topology, warning)
     chosen = default_backend() if backend is None else backend
+    if "device_id" not in kw:
+        ordinal = cuda_device(topology, cuda_available=torch.cuda.is_available())
+        if ordinal is not None:
+            torch.cuda.set_device(ordinal)
+            if "nccl" in chosen:  # "nccl", or a per-device list such as "cpu:gloo,cuda:nccl"
+                kw["device_id"] = torch.device("cuda", ordinal)
     applied = apply(topology, ranks=True)
     try:
         dist.init_process_group(backend=chosen, init_method="env://", **kw)

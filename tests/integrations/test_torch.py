@@ -206,3 +206,58 @@ def test_without_torch_the_import_error_names_the_extra() -> None:
 def test_the_integrations_package_imports_neither_torch_nor_lightning() -> None:
     loaded = run_python("import sys, json, resolver, resolver.integrations; print(json.dumps(sorted(sys.modules)))")
     assert not [m for m in loaded if m.split(".")[0] in ("torch", "lightning", "lightning_fabric")]
+
+
+@pytest.mark.parametrize(
+    ("visible", "device", "cuda", "expected"),
+    [
+        (("0", "1", "2", "3"), 2, True, 2),
+        (("5",), 0, True, 0),  # srun --gpus-per-task=1: the task's one GPU is cuda:0, whatever its local rank
+        (("0", "1"), None, True, None),  # the record cannot tell: no guess
+        (None, None, True, None),
+        (("0", "1", "2", "3"), 2, False, None),  # no CUDA: nothing to set
+    ],
+)
+def test_cuda_device_is_the_records_device_when_cuda_is_there(
+    visible: tuple[str, ...] | None, device: int | None, cuda: bool, expected: int | None
+) -> None:
+    t = one_process(world_size=4, global_rank=3, local_rank=3, visible_devices=visible, local_device=device)
+    assert integration.cuda_device(t, cuda_available=cuda) == expected
+
+
+def test_without_cuda_no_device_is_set_and_gloo_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(device: object) -> None:
+        raise AssertionError(f"set_device({device!r}) without CUDA")
+
+    monkeypatch.setattr(torch.cuda, "set_device", refuse)
+    t = one_process(visible_devices=("0",), local_device=0)
+    with integration.init_process_group(t, timeout=TIMEOUT) as group:
+        assert group.backend == "gloo" and dist.get_world_size() == 1
+
+
+def test_with_cuda_the_device_is_set_and_nccl_gets_device_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call path with CUDA present, recorded (this machine has no GPU): set_device, then device_id."""
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
+
+    def init(**kw: Any) -> None:
+        calls.append(("init", kw.get("device_id")))
+        raise RuntimeError("stop here: no NCCL on this machine")
+
+    monkeypatch.setattr(dist, "init_process_group", init)
+    before = snapshot()
+    t = one_process(world_size=4, global_rank=1, local_rank=1, visible_devices=("0", "1", "2", "3"), local_device=1)
+    with pytest.raises(RuntimeError, match="stop here"):
+        integration.init_process_group(t, backend="nccl")
+    assert calls == [("set_device", 1), ("init", torch.device("cuda", 1))]
+    assert snapshot() == before
+    calls.clear()
+    with pytest.raises(RuntimeError, match="stop here"):
+        integration.init_process_group(t, backend="nccl", device_id=torch.device("cuda", 3))  # yours wins
+    assert calls == [("init", torch.device("cuda", 3))]
+    calls.clear()
+    unknown = one_process(world_size=4, global_rank=1, local_rank=1, visible_devices=("0", "1"))
+    with pytest.raises(RuntimeError, match="stop here"):
+        integration.init_process_group(unknown, backend="nccl")
+    assert calls == [("init", None)]  # never cuda:<local_rank> as a guess
