@@ -174,6 +174,22 @@ def test_open_mpi_with_master_variables_never_touches_mpi(out: Path) -> None:
         assert answer["all_reduce"] == 3
 
 
+def test_an_azure_ml_mpi_job_names_its_main_node_so_mpi_is_never_touched(out: Path) -> None:
+    """Azure ML runs mpirun itself and exports AZ_BATCH_MASTER_NODE (ip:port) and its AZUREML_* marks."""
+    require_tool("mpirun")
+    port = 29000 + os.getpid() % 1000
+    azure = {"AZUREML_RUN_ID": "bert_1701600000_5f3c2a1b", "AZ_BATCH_MASTER_NODE": f"127.0.0.1:{port}"}
+    exported = [arg for name in azure for arg in ("-x", name)]
+    output = launch(["mpirun", "-n", "2", *exported, sys.executable, str(WORKER), str(out)], clean_env(OPEN_MPI, azure))
+    for rank, answer in enumerate(answers(out, 2, output)):
+        top = answer["topology"]
+        assert (top["source"], top["global_rank"], top["world_size"], top["node_rank"]) == ("mpi", rank, 2, 0)
+        assert (top["main_address"], top["main_port"], top["job_id"]) == ("127.0.0.1", port, azure["AZUREML_RUN_ID"])
+        assert top["provenance"]["main_port"] == "env:AZ_BATCH_MASTER_NODE (port)"
+        assert answer["mpi_imported_by_resolve"] is False  # the platform named the endpoint: no exchange
+        assert answer["all_reduce"] == 3
+
+
 def test_mpich_hydra_n4(out: Path, mpich_env: dict[str, str]) -> None:
     require_tool("mpiexec.hydra")
     output = launch(["mpiexec.hydra", "-n", "4", sys.executable, str(WORKER), str(out)], clean_env(mpich_env))
