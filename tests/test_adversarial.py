@@ -62,6 +62,7 @@ BAD: dict[str, list[str]] = {
 
 RANKFILE = "/lsf/rankfile"
 RANKS = "launch\nh1\nh1\nh2\nh2\n"
+PE_HOSTFILE = "/var/spool/gridengine/execd/node1/active_jobs/4711.3/pe_hostfile"
 ENDPOINT = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
 ENDPOINT_KINDS = {"MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT}
 # key: the source name, then ":" and a variant where one source reads several launchers' variables
@@ -287,6 +288,22 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         },
         probes.fake(),
         {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, "NHOSTS": COUNT, **ENDPOINT_KINDS},
+    ),
+    "mpi:openmpi-in-gridengine": (  # one node: the port from JOB_ID, the address from PE_HOSTFILE, no comm
+        {
+            "OMPI_COMM_WORLD_RANK": "3",
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+            "JOB_ID": "4711",
+            "JOB_NAME": "train",
+            "SGE_TASK_ID": "3",
+            "RESTARTED": "0",
+            "PE": "mpi",
+            "PE_HOSTFILE": PE_HOSTFILE,
+        },
+        probes.fake(files={PE_HOSTFILE: "node1 4 all.q@node1 UNDEFINED\n"}),
+        {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, **ENDPOINT_KINDS},
     ),
     "kubeflow_trainer": (
         {
