@@ -358,6 +358,11 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         probes.fake(),
         {"VC_TASK_INDEX": INDEX, "VC_TRAINER_HOSTS": ADDRESS, "VC_TRAINER_NUM": COUNT, "MASTER_PORT": PORT},
     ),
+    "volcano:vk": (
+        {"VK_TASK_INDEX": "1", "VC_TRAINER_HOSTS": "j-trainer-0.j,j-trainer-1.j", "VC_TRAINER_NUM": "2"},
+        probes.fake(),
+        {"VK_TASK_INDEX": INDEX},
+    ),
     "azureml": (
         {"AZUREML_RUN_ID": "run_1", "NODE_RANK": "1", "WORLD_SIZE": "2", **ENDPOINT},
         probes.fake(),
