@@ -10,7 +10,8 @@ the node's workers itself (torchrun, `spawn()`, Lightning). Its record:
 - ``nproc_per_node``: the workers each node runs, when the platform says it (``spawn()`` takes it
   as its default ``devices``; ``--format torchrun`` prints it as ``--nproc-per-node``);
 - ``main_address``/``main_port``: the head node's endpoint. The port is the platform's when it
-  names one, else ``MASTER_PORT``, else torchrun's default 29500 (`DEFAULT_PORT`);
+  names one, else ``MASTER_PORT``, else the platform's documented default, else torchrun's default
+  29500 (`DEFAULT_PORT`);
 - ``creates_processes_externally=False``.
 
 The node hosting the rendezvous is node 0: torchrun's static rendezvous serves its store from node
@@ -61,7 +62,7 @@ from resolver.errors import InvalidVariable
 from resolver.sources import Builder, Detection
 from resolver.topology import Topology
 
-__all__ = ["DEFAULT_PORT", "Fact", "agent", "read", "started_inside"]
+__all__ = ["DEFAULT_PORT", "Fact", "address_list", "agent", "node_count", "per_node", "read", "started_inside"]
 
 DEFAULT_PORT = 29500  # torchrun's --master-port default
 T = TypeVar("T")
@@ -72,6 +73,32 @@ LAUNCHER_MARK = "LOCAL_RANK"  # every process launcher sets it; no node-level pl
 def read(environ: Mapping[str, str], variable: str, *, minimum: int = 0) -> Fact[int]:
     """A required integer variable as a fact (an error names it when missing or malformed)."""
     return env.integer(environ, variable, minimum=minimum), f"env:{variable}"
+
+
+def address_list(environ: Mapping[str, str], variable: str) -> list[str]:
+    """A required list of addresses, one per line (SkyPilot's and dstack's node IPs), each checked."""
+    raw = env.text(environ, variable, expected="the nodes' addresses, one per line")
+    lines = raw.strip("\n").split("\n")
+    for line in lines:
+        if not env.ADDRESS_RE.fullmatch(line):
+            raise InvalidVariable(variable, raw, "one host name or IP address per line, the head node first")
+    return lines
+
+
+def per_node(environ: Mapping[str, str], variable: str) -> Fact[int] | None:
+    """A GPUs-per-node count as the workers per node; None when unset or 0 (a CPU node)."""
+    count = env.optional_integer(environ, variable)
+    return None if not count else (count, f"env:{variable}")
+
+
+def node_count(environ: Mapping[str, str], variable: str, ips: list[str], ips_variable: str) -> Fact[int]:
+    """The node count from `variable`, which must match the number of IPs; their count without it."""
+    if variable not in environ:
+        return len(ips), f"formula:count of lines of {ips_variable}"
+    nodes = read(environ, variable, minimum=1)
+    if nodes[0] != len(ips):
+        raise InvalidVariable(variable, environ[variable], f"the number of addresses in {ips_variable} ({len(ips)})")
+    return nodes
 
 
 def started_inside(environ: Mapping[str, str], platform: str) -> Detection | None:
@@ -108,8 +135,12 @@ def agent(
     port: Fact[int] | None = None,
     per_node: Fact[int] | None = None,
     main: Fact[int] | None = None,
+    default_port: Fact[int] = (DEFAULT_PORT, f"default:{DEFAULT_PORT} (torchrun's --master-port default)"),
 ) -> Topology:
-    """The node agent's record (see the module docstring); `b` already holds the platform's job facts."""
+    """The node agent's record (see the module docstring); `b` already holds the platform's job facts.
+
+    The port: `port` (the platform's own), else ``MASTER_PORT``, else `default_port`.
+    """
     _within(b.environ, node, nodes, "a node index")
     index, origin = node
     rank, rank_origin = index, origin
@@ -130,10 +161,13 @@ def agent(
     b.set("local_world_size", 1, "source:one agent per node")
     if per_node is not None:
         b.set("nproc_per_node", *per_node)
-    b.set("main_address", env.check_address(_named(address[1]), address[0]), address[1])
+    value, origin = address
+    if not origin.startswith("probe:"):  # a probe's bad answer is a ProbeFailed, from the record's check
+        env.check_address(_named(origin), value)
+    b.set("main_address", value, origin)
     if port is not None:
         b.set("main_port", *port)
     elif b.optional_port("MASTER_PORT") is None:
-        b.set("main_port", DEFAULT_PORT, f"default:{DEFAULT_PORT} (torchrun's --master-port default)")
+        b.set("main_port", *default_port)
     b.set("creates_processes_externally", False, "source:a node agent starts its node's workers itself")
     return b.build()

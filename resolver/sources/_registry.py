@@ -7,9 +7,8 @@ variables are a sound filter, not the rule: the source's own `detect()` decides,
 `tests/test_registry.py` checks that no environment a source would match is filtered out.
 
 Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > Flux > MPI >
-Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, ..., Vertex AI, Volcano, Azure ML, TPU VM) >
-third-party sources (entry points) >
-the default.
+Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, AWS Batch, SageMaker, SkyPilot, dstack, Vertex AI,
+Volcano, Azure ML, TPU VM) > third-party sources (entry points) > the default.
 Kubeflow and XLA are chosen by name only.
 `SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
 process that another launcher started (mpirun inside sbatch), and `ENDPOINTS` those whose
@@ -74,6 +73,10 @@ DETECTION_ORDER: tuple[Entry, ...] = (
     Entry("pbs", "resolver.sources.pbs:Pbs", ("PBS_JOBID",)),
     # node-level platforms: the process a platform started on a node, with no launcher around it
     Entry("kubeflow_trainer", "resolver.sources.kubeflow_trainer:KubeflowTrainer", ("PET_NNODES",)),
+    Entry("aws_batch", "resolver.sources.aws_batch:AwsBatch", ("AWS_BATCH_JOB_NUM_NODES",)),
+    Entry("sagemaker", "resolver.sources.sagemaker:SageMaker", ("SM_HOSTS", "SM_CURRENT_HOST")),
+    Entry("skypilot", "resolver.sources.skypilot:SkyPilot", ("SKYPILOT_NODE_IPS",)),
+    Entry("dstack", "resolver.sources.dstack:Dstack", ("DSTACK_NODES_NUM",)),
     Entry("vertex", "resolver.sources.vertex:Vertex", ("CLUSTER_SPEC", "TF_CONFIG")),
     Entry(
         "volcano",
@@ -94,6 +97,14 @@ SCHEDULERS: tuple[Entry, ...] = (
     Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
     Entry("pbs", "resolver.sources.pbs:job_facts", ("PBS_JOBID",)),
     Entry("azureml", "resolver.sources.azureml:job_facts", ("AZUREML_RUN_ID",)),
+    Entry("aws_batch", "resolver.sources.aws_batch:job_facts", ("AWS_BATCH_JOB_ID", "AWS_BATCH_JOB_ATTEMPT")),
+    Entry(
+        "sagemaker",
+        "resolver.sources.sagemaker:job_facts",
+        ("TRAINING_JOB_ARN", "TRAINING_JOB_NAME", "SM_TRAINING_ENV"),
+    ),
+    Entry("skypilot", "resolver.sources.skypilot:job_facts", ("SKYPILOT_TASK_ID",)),
+    Entry("dstack", "resolver.sources.dstack:job_facts", ("DSTACK_RUN_NAME",)),
 )
 # Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:
 # `module:main_endpoint(environ, probes, *, one_node)` functions, nearest first; the first candidate

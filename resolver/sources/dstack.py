@@ -1,0 +1,73 @@
+"""dstack distributed tasks: the task's commands on each node, resolved as that node's agent.
+
+dstack runs a task's commands once on every node of a distributed task (``nodes: N``) and gives
+them ``DSTACK_NODE_RANK`` (0..N-1), ``DSTACK_NODES_NUM``, ``DSTACK_MASTER_NODE_IP`` (node 0's
+internal IP), ``DSTACK_NODES_IPS`` (every node's internal IP, one per line), ``DSTACK_GPUS_PER_NODE``
+and ``DSTACK_RUN_NAME``. Such a process, with no launcher around it, is its node's agent (see
+`resolver.sources._node`): node rank ``DSTACK_NODE_RANK`` of ``DSTACK_NODES_NUM`` (which must equal
+the number of IPs when ``DSTACK_NODES_IPS`` is set), main address ``DSTACK_MASTER_NODE_IP`` (else
+the first of ``DSTACK_NODES_IPS``), ``nproc_per_node`` = ``DSTACK_GPUS_PER_NODE`` when above 0, port
+``MASTER_PORT`` else 29500 (dstack names none), ``job_name`` = ``DSTACK_RUN_NAME`` (also for
+torchrun's workers and MPI ranks inside a run, through `job_facts`).
+
+Facts from https://dstack.ai/docs/concepts/tasks/#system-environment-variables and the 0.18.25
+release notes (``DSTACK_NODES_IPS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources._node import Fact, address_list, agent, node_count, per_node, read, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["Dstack", "job_facts"]
+
+NAME = "dstack"
+NODE_VARIABLES = ("DSTACK_NODE_RANK", "DSTACK_NODES_NUM")
+
+
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The run name of any process inside a dstack run."""
+    return read_job_facts(environ, (("job_name", "DSTACK_RUN_NAME"),))
+
+
+class Dstack:
+    """A node of a dstack task, with no launcher around it: the node's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        found = env.present(environ, *NODE_VARIABLES)
+        if len(found) < len(NODE_VARIABLES):
+            return Detection(False, "not a dstack task: DSTACK_NODE_RANK and DSTACK_NODES_NUM not both set", found)
+        inside = started_inside(environ, "dstack")
+        if inside is not None:
+            return inside
+        return Detection(True, "a node of a dstack task, no launcher around it", found)
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        b.facts(job_facts(environ))
+        nodes = read(environ, "DSTACK_NODES_NUM", minimum=1)
+        address: Fact[str]
+        if "DSTACK_NODES_IPS" in environ:
+            ips = address_list(environ, "DSTACK_NODES_IPS")
+            nodes = node_count(environ, "DSTACK_NODES_NUM", ips, "DSTACK_NODES_IPS")
+            address = ips[0], "formula:first line of DSTACK_NODES_IPS"
+        if "DSTACK_MASTER_NODE_IP" in environ or "DSTACK_NODES_IPS" not in environ:
+            address = env.address(environ, "DSTACK_MASTER_NODE_IP", source=NAME), "env:DSTACK_MASTER_NODE_IP"
+        return agent(
+            b,
+            node=read(environ, "DSTACK_NODE_RANK"),
+            nodes=nodes,
+            address=address,
+            per_node=per_node(environ, "DSTACK_GPUS_PER_NODE"),
+        )

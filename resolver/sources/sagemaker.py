@@ -1,0 +1,144 @@
+"""Amazon SageMaker training: the training container on each instance, resolved as that node's agent.
+
+SageMaker starts the training container once per instance. Its training toolkit gives the entry
+point ``SM_HOSTS`` (a JSON list of the containers' host names, ``algo-1``, ``algo-2``, ...,
+sorted), ``SM_CURRENT_HOST``, ``SM_NUM_GPUS``, ``SM_NUM_NEURONS``, ``SM_NUM_CPUS``,
+``SM_NETWORK_INTERFACE_NAME`` and ``SM_TRAINING_ENV`` (JSON of all of it, with ``job_name``);
+SageMaker itself writes ``/opt/ml/input/config/resourceconfig.json`` (``current_host``,
+``hosts``, ...) and sets ``TRAINING_JOB_NAME`` and ``TRAINING_JOB_ARN``. A process with no launcher
+around it is its instance's agent (see `resolver.sources._node`):
+
+- hosts and this host: ``SM_HOSTS``/``SM_CURRENT_HOST``; whichever is missing comes from the
+  resource config file (``$SM_INPUT_CONFIG_DIR/resourceconfig.json``, through the file probe);
+- node rank: this host's position in the hosts; main address: the first host (the toolkit's
+  ``master_hostname``, where its own torchrun launcher puts node rank 0);
+- ``nproc_per_node``: ``SM_NUM_GPUS`` when above 0, else ``SM_NUM_NEURONS`` when above 0 (the
+  toolkit's processes per host); on a CPU instance torchrun's default (1) applies. ``SM_NUM_CPUS``
+  counts cores, not workers, and is not read; nor is ``SM_NETWORK_INTERFACE_NAME`` (a NIC for
+  NCCL, not a topology fact);
+- port: ``MASTER_PORT``, else 7777, the port the toolkit's torchrun launcher passes;
+- job facts: ``job_id`` = ``TRAINING_JOB_ARN``, ``job_name`` = ``TRAINING_JOB_NAME`` (else
+  ``SM_TRAINING_ENV``'s ``job_name``), also for torchrun's workers inside, through `job_facts`.
+
+Facts from https://github.com/aws/sagemaker-training-toolkit/blob/master/ENVIRONMENT_VARIABLES.md,
+https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-training-algo-running-container.html
+(the resource config file, ``TRAINING_JOB_NAME``, ``TRAINING_JOB_ARN``) and the toolkit's
+torch_distributed.py (``MASTER_PORT = "7777"``, node rank = index of the current host).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from resolver import environ as env
+from resolver.errors import InvalidVariable, shown
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources._node import Fact, agent, per_node, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["SageMaker", "job_facts", "resource_config"]
+
+NAME = "sagemaker"
+CONFIG_DIR = "/opt/ml/input/config"
+CONFIG_FILE = "resourceconfig.json"
+DEFAULT_PORT = 7777  # sagemaker-training-toolkit's torchrun launcher
+DETECTION_VARIABLES = ("SM_HOSTS", "SM_CURRENT_HOST")
+_HOSTS = 'a JSON list of distinct host names such as ["algo-1", "algo-2"]'
+
+
+def _json(variable: str, text: str, expected: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise InvalidVariable(variable, text, expected) from None
+
+
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The training job's ARN and name, for any process inside a SageMaker training container."""
+    facts = read_job_facts(environ, (("job_id", "TRAINING_JOB_ARN"), ("job_name", "TRAINING_JOB_NAME")))
+    if "job_name" not in facts and "SM_TRAINING_ENV" in environ:
+        training = _json("SM_TRAINING_ENV", environ["SM_TRAINING_ENV"], "the toolkit's JSON training environment")
+        name = training.get("job_name") if isinstance(training, dict) else None
+        if isinstance(name, str):
+            facts["job_name"] = (name, "formula:job_name of SM_TRAINING_ENV")
+    return facts
+
+
+def _host_list(variable: str, value: object, raw: str) -> list[str]:
+    if not (isinstance(value, list) and value and all(isinstance(h, str) for h in value)):
+        raise InvalidVariable(variable, raw, _HOSTS)
+    if len(set(value)) != len(value) or not all(env.ADDRESS_RE.fullmatch(h) for h in value):
+        raise InvalidVariable(variable, raw, _HOSTS)
+    return value
+
+
+def resource_config(environ: Mapping[str, str], probes: Probes) -> tuple[str, dict[str, Any]]:
+    """The resource config file's path and content (a JSON object), read through the file probe."""
+    path = f"{environ.get('SM_INPUT_CONFIG_DIR', CONFIG_DIR).rstrip('/')}/{CONFIG_FILE}"
+    text = probes.read_text(path)
+    data = _json(path, text, "a JSON object with current_host and hosts")
+    if not isinstance(data, dict):
+        raise InvalidVariable(path, shown(text), "a JSON object with current_host and hosts")
+    return path, data
+
+
+class SageMaker:
+    """A SageMaker training container with no launcher around it: its instance's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        found = env.present(environ, *DETECTION_VARIABLES)
+        if not found:
+            return Detection(False, "not a SageMaker training container: SM_HOSTS and SM_CURRENT_HOST not set")
+        inside = started_inside(environ, "SageMaker")
+        if inside is not None:
+            return inside
+        return Detection(True, "a SageMaker training container, no launcher around it", found)
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        b.facts(job_facts(environ))
+        hosts, hosts_origin, current, current_origin = self._hosts(environ, probes)
+        if current not in hosts:
+            variable = current_origin[4:] if current_origin.startswith("env:") else current_origin
+            raise InvalidVariable(variable, current, f"one of the hosts {hosts} ({hosts_origin})")
+        count = per_node(environ, "SM_NUM_GPUS") or per_node(environ, "SM_NUM_NEURONS")
+        return agent(
+            b,
+            node=(hosts.index(current), f"formula:position of {current} ({current_origin}) in {hosts_origin}"),
+            nodes=(len(hosts), f"formula:count of {hosts_origin}"),
+            address=(hosts[0], f"formula:first of {hosts_origin}"),
+            per_node=count,
+            default_port=(DEFAULT_PORT, f"default:{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)"),
+        )
+
+    @staticmethod
+    def _hosts(environ: Mapping[str, str], probes: Probes) -> tuple[list[str], str, str, str]:
+        """The hosts and this host, each with its origin: the variables, else the resource config file."""
+        config: Fact[dict[str, Any]] | None = None
+        if "SM_HOSTS" in environ:
+            raw = environ["SM_HOSTS"]
+            hosts, hosts_origin = _host_list("SM_HOSTS", _json("SM_HOSTS", raw, _HOSTS), raw), "SM_HOSTS"
+        else:
+            path, data = resource_config(environ, probes)
+            config = data, path
+            hosts = _host_list(path, data.get("hosts"), json.dumps(data.get("hosts")))
+            hosts_origin = f"hosts of {path}"
+        if "SM_CURRENT_HOST" in environ:
+            current, current_origin = env.address(environ, "SM_CURRENT_HOST", source=NAME), "env:SM_CURRENT_HOST"
+        else:
+            if config is None:
+                path, data = resource_config(environ, probes)
+                config = data, path
+            value = config[0].get("current_host")
+            if not isinstance(value, str):
+                raise InvalidVariable(config[1], shown(config[0]), "a JSON object whose current_host is a host name")
+            current, current_origin = value, f"current_host of {config[1]}"
+        return hosts, hosts_origin, current, current_origin

@@ -1,0 +1,66 @@
+"""SkyPilot: the run command on each node of a cluster, resolved as that node's agent.
+
+SkyPilot runs a task's ``run`` commands once on every node and gives them ``SKYPILOT_NODE_RANK``
+(0..N-1), ``SKYPILOT_NODE_IPS`` (the nodes' IP addresses, one per line, the head node first),
+``SKYPILOT_NUM_NODES``, ``SKYPILOT_NUM_GPUS_PER_NODE`` and ``SKYPILOT_TASK_ID``. Such a process,
+with no launcher around it, is its node's agent (see `resolver.sources._node`): node rank
+``SKYPILOT_NODE_RANK`` of ``SKYPILOT_NUM_NODES`` (which must equal the number of IPs; without it,
+their count), main address the first IP, ``nproc_per_node`` = ``SKYPILOT_NUM_GPUS_PER_NODE`` when
+it is above 0 (a CPU node says 0: torchrun's default applies), port ``MASTER_PORT`` else 29500
+(SkyPilot names none; its examples pick one), ``job_id`` = ``SKYPILOT_TASK_ID`` (also for
+torchrun's workers and MPI ranks inside a task, through `job_facts`).
+
+Facts from https://docs.skypilot.co/en/latest/running-jobs/environment-variables.html and
+https://docs.skypilot.co/en/latest/running-jobs/distributed-jobs.html.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver import environ as env
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources._node import address_list, agent, node_count, per_node, read, started_inside
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = ["SkyPilot", "job_facts"]
+
+NAME = "skypilot"
+NODE_VARIABLES = ("SKYPILOT_NODE_RANK", "SKYPILOT_NODE_IPS")
+
+
+def job_facts(environ: Mapping[str, str]) -> JobFacts:
+    """The task id of any process inside a SkyPilot task."""
+    return read_job_facts(environ, (("job_id", "SKYPILOT_TASK_ID"),))
+
+
+class SkyPilot:
+    """A SkyPilot node running a task's commands, with no launcher around it: the node's agent."""
+
+    name = NAME
+    auto = True
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        found = env.present(environ, *NODE_VARIABLES)
+        if len(found) < len(NODE_VARIABLES):
+            return Detection(False, "not a SkyPilot task: SKYPILOT_NODE_RANK and SKYPILOT_NODE_IPS not both set", found)
+        inside = started_inside(environ, "SkyPilot")
+        if inside is not None:
+            return inside
+        return Detection(True, "a SkyPilot node running a task's commands, no launcher around it", found)
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        b = Builder(NAME, environ)
+        b.facts(job_facts(environ))
+        ips = address_list(environ, "SKYPILOT_NODE_IPS")
+        return agent(
+            b,
+            node=read(environ, "SKYPILOT_NODE_RANK"),
+            nodes=node_count(environ, "SKYPILOT_NUM_NODES", ips, "SKYPILOT_NODE_IPS"),
+            address=(ips[0], "formula:first line of SKYPILOT_NODE_IPS (the head node)"),
+            per_node=per_node(environ, "SKYPILOT_NUM_GPUS_PER_NODE"),
+        )
