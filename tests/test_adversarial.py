@@ -412,6 +412,68 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MEGASCALE_COORDINATOR_ADDRESS": ADDRESS,
             "MEGASCALE_NUM_SLICES": COUNT,
             "MEGASCALE_SLICE_ID": INDEX,
+    "aws_batch": (
+        {
+            "AWS_BATCH_JOB_ID": "7c9a3e52#1",
+            "AWS_BATCH_JOB_ATTEMPT": "1",
+            "AWS_BATCH_JOB_NODE_INDEX": "1",
+            "AWS_BATCH_JOB_NUM_NODES": "4",
+            "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+            "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": "10.0.3.17",
+        },
+        probes.fake(),
+        {
+            "AWS_BATCH_JOB_ATTEMPT": COUNT,
+            "AWS_BATCH_JOB_NODE_INDEX": INDEX,
+            "AWS_BATCH_JOB_NUM_NODES": COUNT,
+            "AWS_BATCH_JOB_MAIN_NODE_INDEX": INDEX,
+            "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS": ADDRESS,
+            "MASTER_PORT": PORT,
+        },
+    ),
+    "sagemaker": (
+        {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "2"},
+        probes.fake(),
+        {
+            "SM_HOSTS": ADDRESS,  # every bad address is bad JSON too
+            "SM_CURRENT_HOST": ADDRESS,
+            "SM_NUM_GPUS": INDEX,
+            "SM_NUM_NEURONS": INDEX,
+            "MASTER_PORT": PORT,
+        },
+    ),
+    "skypilot": (
+        {
+            "SKYPILOT_NODE_RANK": "1",
+            "SKYPILOT_NODE_IPS": "10.128.0.47\n10.128.0.48",
+            "SKYPILOT_NUM_NODES": "2",
+            "SKYPILOT_NUM_GPUS_PER_NODE": "8",
+        },
+        probes.fake(),
+        {
+            "SKYPILOT_NODE_RANK": INDEX,
+            "SKYPILOT_NODE_IPS": ADDRESS,
+            "SKYPILOT_NUM_NODES": COUNT,
+            "SKYPILOT_NUM_GPUS_PER_NODE": INDEX,
+            "MASTER_PORT": PORT,
+        },
+    ),
+    "dstack": (
+        {
+            "DSTACK_NODE_RANK": "1",
+            "DSTACK_NODES_NUM": "2",
+            "DSTACK_MASTER_NODE_IP": "10.0.0.5",
+            "DSTACK_NODES_IPS": "10.0.0.5\n10.0.0.6",
+            "DSTACK_GPUS_PER_NODE": "4",
+        },
+        probes.fake(),
+        {
+            "DSTACK_NODE_RANK": INDEX,
+            "DSTACK_NODES_NUM": COUNT,
+            "DSTACK_MASTER_NODE_IP": ADDRESS,
+            "DSTACK_NODES_IPS": ADDRESS,
+            "DSTACK_GPUS_PER_NODE": INDEX,
+            "MASTER_PORT": PORT,
         },
     ),
 }

@@ -117,12 +117,17 @@ def _named(origin: str) -> str:
     return origin[4:] if origin.startswith("env:") else origin
 
 
+def _said(fact: Fact[int]) -> str:
+    value, origin = fact
+    return f"{origin[4:]}={value}" if origin.startswith("env:") else f"{value}: {origin.partition(':')[2]}"
+
+
 def _within(environ: Mapping[str, str], fact: Fact[int], count: Fact[int], what: str) -> None:
     value, origin = fact
     if value >= count[0]:
         name = _named(origin)
         raise InvalidVariable(
-            name, environ.get(name, str(value)), f"{what} < the node count ({_named(count[1])}={count[0]})"
+            name, environ.get(name, str(value)), f"{what} < the node count ({_said(count)})"
         )
 
 

@@ -6,6 +6,7 @@ workers; the four form one gloo world and pass an all_reduce. The workers resolv
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -77,9 +78,63 @@ def tpu_vm(node: int, port: int) -> dict[str, str]:
     }
 
 
+def aws_batch(node: int, port: int) -> dict[str, str]:
+    env = {
+        "AWS_BATCH_JOB_ID": "5e3f7a1c-3b2d-4c8e-9f61-0a7b2c4d6e8f#" + str(node),
+        "AWS_BATCH_JOB_ATTEMPT": "2",
+        "AWS_BATCH_JOB_NODE_INDEX": str(node),
+        "AWS_BATCH_JOB_NUM_NODES": "2",
+        "AWS_BATCH_JOB_MAIN_NODE_INDEX": "1",  # not the first: the nodes trade places
+        "MASTER_PORT": str(port),  # AWS Batch names no port
+    }
+    if node != 1:  # the main node is not told its own address: it uses its host name
+        env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
+    return env
+
+
+def sagemaker(node: int, port: int) -> dict[str, str]:
+    hosts = ["127.0.0.1", "127.0.0.2"]  # stand-ins for algo-1, algo-2: the first host is the main node
+    return {
+        "SM_HOSTS": json.dumps(hosts),
+        "SM_CURRENT_HOST": hosts[node],
+        "SM_NUM_GPUS": "2",
+        "SM_NUM_CPUS": "2",
+        "SM_NETWORK_INTERFACE_NAME": "lo",
+        "TRAINING_JOB_NAME": "pytorch-training-2026-12-03-10-00-00-000",
+        "MASTER_PORT": str(port),
+    }
+
+
+def skypilot(node: int, port: int) -> dict[str, str]:
+    return {
+        "SKYPILOT_NODE_RANK": str(node),
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.2\n",
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "2",
+        "SKYPILOT_TASK_ID": "sky-2026-12-03-10-00-00-000001_train_1",
+        "MASTER_PORT": str(port),
+    }
+
+
+def dstack(node: int, port: int) -> dict[str, str]:
+    return {
+        "DSTACK_NODE_RANK": str(node),
+        "DSTACK_NODES_NUM": "2",
+        "DSTACK_MASTER_NODE_IP": "127.0.0.1",
+        "DSTACK_NODES_IPS": "127.0.0.1\n127.0.0.2",
+        "DSTACK_GPUS_PER_NODE": "0",  # a CPU fleet: the per-node count comes from the command line
+        "DSTACK_RUN_NAME": "train-ddp",
+        "MASTER_PORT": str(port),
+    }
+
+
 # platform -> (node environments, extra torchrun flags, the job fact the workers must carry, node rank of index 0)
 PLATFORMS: dict[str, tuple[Node, list[str], tuple[str, str] | None, int]] = {
     "kubeflow_trainer": (kubeflow_trainer, [], None, 0),
+    "aws_batch": (aws_batch, ["--nproc-per-node=2"], ("restart_count", "1"), 1),
+    "sagemaker": (sagemaker, [], ("job_name", "pytorch-training-2026-12-03-10-00-00-000"), 0),
+    "skypilot": (skypilot, [], ("job_id", "sky-2026-12-03-10-00-00-000001_train_1"), 0),
+    "dstack": (dstack, ["--nproc-per-node=2"], ("job_name", "train-ddp"), 0),
     "vertex": (vertex, ["--nproc-per-node=2"], None, 0),
     "volcano": (volcano, ["--nproc-per-node=2"], None, 0),
     "azureml": (azureml, ["--nproc-per-node=2"], ("job_id", "bert_1701600000_5f3c2a1b"), 0),
@@ -114,6 +169,12 @@ def test_two_nodes_form_one_world_of_four(platform: str, tmp_path: Path) -> None
         _, err = process.communicate(timeout=240)
         assert process.returncode == 0, err[-3000:]
     rows: list[list[dict[str, Any]]] = [[json.loads(p.read_text()) for p in sorted(o.glob("*.json"))] for o in outs]
+    names = {row["topology"]["main_address"] for node in rows for row in node}
+    if platform == "aws_batch":  # the main node names itself (its host name), the others its IPv4 address
+        assert names == {socket.gethostname(), "127.0.0.1"}
+        for node in rows:
+            for row in node:
+                row["topology"]["main_address"] = socket.gethostbyname(row["topology"]["main_address"])
     check_world([row for node in rows for row in node], 4, 2)
     for index, node in enumerate(rows):
         expected = first_node_rank if index == 0 else 1 - first_node_rank
