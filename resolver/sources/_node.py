@@ -126,9 +126,7 @@ def _within(environ: Mapping[str, str], fact: Fact[int], count: Fact[int], what:
     value, origin = fact
     if value >= count[0]:
         name = _named(origin)
-        raise InvalidVariable(
-            name, environ.get(name, str(value)), f"{what} < the node count ({_said(count)})"
-        )
+        raise InvalidVariable(name, environ.get(name, str(value)), f"{what} < the node count ({_said(count)})")
 
 
 def agent(

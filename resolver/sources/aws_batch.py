@@ -40,7 +40,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["AwsBatch", "job_facts"]
+__all__ = ["MAIN_ADDRESS", "NAME", "NODE_VARIABLES", "AwsBatch", "job_facts"]
 
 NAME = "aws_batch"
 NODE_VARIABLES = ("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES")

@@ -27,7 +27,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["Dstack", "job_facts"]
+__all__ = ["NAME", "NODE_VARIABLES", "Dstack", "job_facts"]
 
 NAME = "dstack"
 NODE_VARIABLES = ("DSTACK_NODE_RANK", "DSTACK_NODES_NUM")

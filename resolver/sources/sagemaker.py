@@ -41,7 +41,16 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["SageMaker", "job_facts", "resource_config"]
+__all__ = [
+    "CONFIG_DIR",
+    "CONFIG_FILE",
+    "DEFAULT_PORT",
+    "DETECTION_VARIABLES",
+    "NAME",
+    "SageMaker",
+    "job_facts",
+    "resource_config",
+]
 
 NAME = "sagemaker"
 CONFIG_DIR = "/opt/ml/input/config"

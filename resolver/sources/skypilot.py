@@ -27,7 +27,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["SkyPilot", "job_facts"]
+__all__ = ["NAME", "NODE_VARIABLES", "SkyPilot", "job_facts"]
 
 NAME = "skypilot"
 NODE_VARIABLES = ("SKYPILOT_NODE_RANK", "SKYPILOT_NODE_IPS")
