@@ -412,6 +412,8 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MEGASCALE_COORDINATOR_ADDRESS": ADDRESS,
             "MEGASCALE_NUM_SLICES": COUNT,
             "MEGASCALE_SLICE_ID": INDEX,
+        },
+    ),
     "aws_batch": (
         {
             "AWS_BATCH_JOB_ID": "7c9a3e52#1",

@@ -80,7 +80,7 @@ def address_list(environ: Mapping[str, str], variable: str) -> list[str]:
     raw = env.text(environ, variable, expected="the nodes' addresses, one per line")
     lines = raw.strip("\n").split("\n")
     for line in lines:
-        if not env.ADDRESS_RE.fullmatch(line):
+        if not env.is_address(line):
             raise InvalidVariable(variable, raw, "one host name or IP address per line, the head node first")
     return lines
 
@@ -166,7 +166,7 @@ def agent(
         b.set("nproc_per_node", *per_node)
     value, origin = address
     if not origin.startswith("probe:"):  # a probe's bad answer is a ProbeFailed, from the record's check
-        env.check_address(_named(origin), value)
+        value = env.check_address(_named(origin), value)
     b.set("main_address", value, origin)
     if port is not None:
         b.set("main_port", *port)

@@ -81,7 +81,7 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
 def _host_list(variable: str, value: object, raw: str) -> list[str]:
     if not (isinstance(value, list) and value and all(isinstance(h, str) for h in value)):
         raise InvalidVariable(variable, raw, _HOSTS)
-    if len(set(value)) != len(value) or not all(env.ADDRESS_RE.fullmatch(h) for h in value):
+    if len(set(value)) != len(value) or not all(env.is_address(h) for h in value):
         raise InvalidVariable(variable, raw, _HOSTS)
     return value
 

@@ -9,7 +9,9 @@ captures under ``tests/captures`` (SLURM 22.05, Open MPI 4.1.4, MPICH 4.0.2, tor
 
 and likewise ``torchrun_env/torchrun_job``, ``openmpi_env/openmpi_job``, ``mpich_env/mpich_job``,
 ``kubeflow_env/kubeflow_job``, ``lsf_env/lsf_job`` (LSF's source also reads the rankfile, so
-``lsf_env`` returns a `Process` with ``.environ`` and ``.files``). The keywords of each pair are
+``lsf_env`` returns a `Process` with ``.environ`` and ``.files``), and for the node-level platforms
+(one node agent per node) ``kubeflow_trainer_env/_job``, ``aws_batch_env/_job``, ``sagemaker_env/_job``
+(a `Process` with the resource config file), ``skypilot_env/_job``, ``dstack_env/_job``. The keywords of each pair are
 the fields of its launch class (`SlurmLaunch`, `TorchrunLaunch`, ...), and the builders' signatures
 are those classes' (mypy refuses ``slurm_env(node=...)``). Values a launcher picks at random (ports,
 pids, temporary directories) are plausible and derived from the keywords, so a builder is a pure
@@ -41,15 +43,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resolver.schema import topology_schema
+from resolver.testing.aws_batch import AwsBatchLaunch, AwsBatchNode, aws_batch_env, aws_batch_job
 from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
+from resolver.testing.dstack import DstackLaunch, DstackNode, dstack_env, dstack_job
 from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
 from resolver.testing.gridengine import GridEngineLaunch, gridengine_env, gridengine_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
+from resolver.testing.kubeflow_trainer import (
+    KubeflowTrainerLaunch,
+    KubeflowTrainerNode,
+    kubeflow_trainer_env,
+    kubeflow_trainer_job,
+)
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
 from resolver.testing.openmpi import OpenMpiLaunch, OpenMpiRank, openmpi_env, openmpi_job
 from resolver.testing.pbs import PbsLaunch, PbsProcess, pbs_env, pbs_job
+from resolver.testing.sagemaker import SageMakerInstance, SageMakerLaunch, sagemaker_env, sagemaker_job
+from resolver.testing.skypilot import SkyPilotLaunch, SkyPilotNode, skypilot_env, skypilot_job
 from resolver.testing.slurm import (
     Allocation,
     SlurmBatchScript,
@@ -77,16 +89,22 @@ __all__ = [
     "LAUNCHERS",
     "NONDETERMINISTIC",
     "Allocation",
+    "AwsBatchLaunch",
+    "AwsBatchNode",
     "AzureMlLaunch",
     "AzureMlNode",
     "DeepSpeedLaunch",
     "DeepSpeedWorker",
+    "DstackLaunch",
+    "DstackNode",
     "FluxLaunch",
     "FluxTask",
     "GridEngineLaunch",
     "Job",
     "KubeflowLaunch",
     "KubeflowPod",
+    "KubeflowTrainerLaunch",
+    "KubeflowTrainerNode",
     "Launcher",
     "LsfLaunch",
     "LsfTask",
@@ -97,6 +115,10 @@ __all__ = [
     "PbsLaunch",
     "PbsProcess",
     "Process",
+    "SageMakerInstance",
+    "SageMakerLaunch",
+    "SkyPilotLaunch",
+    "SkyPilotNode",
     "SlurmBatchScript",
     "SlurmLaunch",
     "SlurmSallocShell",
@@ -110,10 +132,14 @@ __all__ = [
     "VolcanoLaunch",
     "VolcanoPod",
     "assert_consistent",
+    "aws_batch_env",
+    "aws_batch_job",
     "azureml_env",
     "azureml_job",
     "deepspeed_env",
     "deepspeed_job",
+    "dstack_env",
+    "dstack_job",
     "flux_env",
     "flux_job",
     "gridengine_env",
@@ -121,6 +147,8 @@ __all__ = [
     "jobs",
     "kubeflow_env",
     "kubeflow_job",
+    "kubeflow_trainer_env",
+    "kubeflow_trainer_job",
     "lsf_env",
     "lsf_job",
     "mpich_env",
@@ -129,6 +157,10 @@ __all__ = [
     "openmpi_job",
     "pbs_env",
     "pbs_job",
+    "sagemaker_env",
+    "sagemaker_job",
+    "skypilot_env",
+    "skypilot_job",
     "slurm_batch_env",
     "slurm_env",
     "slurm_job",

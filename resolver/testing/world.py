@@ -67,6 +67,10 @@ class Job:
     `call` is the builder call that made it (what Hypothesis prints for a failing example).
     `forced`: the source is chosen with ``source=`` (Kubeflow is never auto-detected).
     `mpi`: the processes are MPI ranks, resolved in threads over one `FakeComm` world.
+    `main`: the process whose node hosts the rendezvous; a node-level platform whose main node is not
+    its first (AWS Batch) lists its nodes in its own order, and that process must resolve to rank 0.
+    `aliases`: names that denote one host (the main node's host name -> the address the other nodes
+    are given), where a platform does not tell the main node its own address.
     """
 
     launcher: str
@@ -74,6 +78,8 @@ class Job:
     processes: tuple[Process, ...] = attrs.field(repr=False)
     forced: bool = False
     mpi: bool = False
+    main: int = 0
+    aliases: Mapping[str, str] = attrs.field(factory=dict)
     call: str = ""
 
     def __len__(self) -> int:
@@ -150,9 +156,19 @@ def assert_consistent(topologies: Sequence[Topology], job: Job | None = None) ->
 
     One world: the same world size on every process, ranks 0..n-1 each once, one main address and
     port, one source; node ranks 0..num_nodes-1, and on each node local ranks 0..k-1 each once with
-    local world size k. With `job`: process i has global rank i, the job's source, and processes
-    share a node rank exactly when the launcher put them on the same node.
+    local world size k. With `job`: process i has global rank i (or, when the job names another
+    `main`, that process has rank 0), the job's source, and processes share a node rank exactly when
+    the launcher put them on the same node. Node agents (records that start their node's workers and
+    say how many) are checked once more as the world of the workers `spawn()` gives them.
     """
+    aliases = job.aliases if job is not None else {}
+    _assert_world(topologies, job, aliases)
+    if all(not t.creates_processes_externally and t.nproc_per_node is not None for t in topologies):
+        workers = [w for t in sorted(topologies, key=lambda t: t.node_rank) for w in resolver.spawn(t)]
+        _assert_world(workers, None, aliases)
+
+
+def _assert_world(topologies: Sequence[Topology], job: Job | None, aliases: Mapping[str, str]) -> None:
     n = len(topologies)
     problems: list[str] = []
     if n == 0:
@@ -162,7 +178,7 @@ def assert_consistent(topologies: Sequence[Topology], job: Job | None = None) ->
     if sorted(t.global_rank for t in topologies) != list(range(n)):
         problems.append(f"global ranks {sorted(t.global_rank for t in topologies)}: expected 0..{n - 1} once each")
     for what, values in (
-        ("main endpoints", {(t.main_address, t.main_port) for t in topologies}),
+        ("main endpoints", {(aliases.get(str(t.main_address), t.main_address), t.main_port) for t in topologies}),
         ("sources", {t.source for t in topologies}),
         ("num_nodes", {t.num_nodes for t in topologies}),
         ("creates_processes_externally", {t.creates_processes_externally for t in topologies}),
@@ -192,8 +208,12 @@ def _against_job(topologies: Sequence[Topology], job: Job) -> list[str]:
     problems = []
     if len(job) != len(topologies):
         return [f"{len(topologies)} topologies for {len(job)} processes"]
-    if [t.global_rank for t in topologies] != list(range(len(job))):
+    if job.main == 0 and [t.global_rank for t in topologies] != list(range(len(job))):
         problems.append(f"process i must have global rank i: got {[t.global_rank for t in topologies]}")
+    if job.main != 0 and topologies[job.main].global_rank != 0:
+        problems.append(
+            f"process {job.main} hosts the rendezvous but has global rank {topologies[job.main].global_rank}"
+        )
     if {t.source for t in topologies} != {job.source}:
         problems.append(f"sources {sorted({t.source for t in topologies})}: expected {job.source!r}")
     launcher_nodes = _partition(p.node for p in job)

@@ -57,6 +57,16 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.tpu_vm_env, rt.TpuVmLaunch, {"node"}),
     (rt.gridengine_job, rt.GridEngineLaunch, set()),
     (rt.gridengine_env, rt.GridEngineLaunch, set()),
+    (rt.kubeflow_trainer_job, rt.KubeflowTrainerLaunch, set()),
+    (rt.kubeflow_trainer_env, rt.KubeflowTrainerLaunch, {"node"}),
+    (rt.aws_batch_job, rt.AwsBatchLaunch, set()),
+    (rt.aws_batch_env, rt.AwsBatchLaunch, {"node"}),
+    (rt.sagemaker_job, rt.SageMakerLaunch, set()),
+    (rt.sagemaker_env, rt.SageMakerLaunch, {"node"}),
+    (rt.skypilot_job, rt.SkyPilotLaunch, set()),
+    (rt.skypilot_env, rt.SkyPilotLaunch, {"node"}),
+    (rt.dstack_job, rt.DstackLaunch, set()),
+    (rt.dstack_env, rt.DstackLaunch, {"node"}),
 ]
 
 
@@ -95,15 +105,20 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
 
 def test_every_builder_of_a_launcher_module_is_exported() -> None:
     from resolver.testing import (
+        aws_batch,
         azureml,
         deepspeed,
+        dstack,
         flux,
         gridengine,
         kubeflow,
+        kubeflow_trainer,
         lsf,
         mpich,
         openmpi,
         pbs,
+        sagemaker,
+        skypilot,
         slurm,
         torchrun,
         tpu_vm,
@@ -112,7 +127,8 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
     )
 
     launchers = (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs)
-    for module in (*launchers, gridengine, vertex, volcano, azureml, tpu_vm):
+    platforms = (kubeflow_trainer, aws_batch, sagemaker, skypilot, dstack, vertex, volcano, azureml, tpu_vm)
+    for module in (*launchers, gridengine, *platforms):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:

@@ -34,3 +34,17 @@ def test_a_failing_rank_fails_the_job() -> None:
     )
     with pytest.raises(TopologyError):
         broken.resolve(timeout=5)
+
+
+def test_node_agents_are_checked_as_the_world_of_their_workers() -> None:
+    job = rt.kubeflow_trainer_job(num_nodes=2, nproc_per_node="4")
+    rt.assert_consistent(job.resolve(), job)  # 2 agents, and the 8 workers spawn() gives them
+    uneven = attrs.evolve(
+        job,
+        processes=(
+            job.processes[0],
+            attrs.evolve(job.processes[1], environ={**job.processes[1].environ, "PET_NPROC_PER_NODE": "2"}),
+        ),
+    )
+    with pytest.raises(AssertionError, match="world sizes"):
+        rt.assert_consistent(uneven.resolve(), uneven)

@@ -1,0 +1,92 @@
+"""dstack distributed tasks: every node running the task's commands, as dstack's documentation gives them.
+
+    dstack_env(node=1, nodes=2, gpus_per_node=4)  -> dict: node 1's environment
+    dstack_job(nodes=2)                           -> Job: every node's agent
+
+The keywords are the fields of `DstackLaunch` (plus `node` for `dstack_env`). From
+https://dstack.ai/docs/concepts/tasks/#system-environment-variables; no capture exists here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing.world import Job, Launcher, Process
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["DstackLaunch", "DstackNode", "dstack_env", "dstack_job"]
+
+
+@attrs.frozen(kw_only=True)
+class DstackLaunch:
+    """Run `run_name` of a task on `nodes` nodes with `gpus_per_node` GPUs each; node i's IP is ``10.0.0.{5 + i}``."""
+
+    nodes: int = attrs.field(default=2, validator=positive)
+    gpus_per_node: int = attrs.field(default=0, validator=not_negative)
+    run_name: str = "train-ddp"
+
+    def ip(self, node: int) -> str:
+        return f"10.0.0.{5 + node}"
+
+    def node_variables(self, node: int) -> dict[str, str]:
+        if not 0 <= node < self.nodes:
+            raise ValueError(f"node={node}: the task has nodes 0..{self.nodes - 1}")
+        return {
+            "DSTACK_GPUS_NUM": str(self.gpus_per_node * self.nodes),
+            "DSTACK_GPUS_PER_NODE": str(self.gpus_per_node),
+            "DSTACK_MASTER_NODE_IP": self.ip(0),
+            "DSTACK_NODES_IPS": "\n".join(self.ip(i) for i in range(self.nodes)),
+            "DSTACK_NODES_NUM": str(self.nodes),
+            "DSTACK_NODE_RANK": str(node),
+            "DSTACK_RUN_NAME": self.run_name,
+        }
+
+    def job(self) -> Job:
+        processes = tuple(
+            Process(environ=self.node_variables(i), hostname=f"{self.run_name}-{i}", node=i) for i in range(self.nodes)
+        )
+        return Job(
+            launcher="dstack", source="dstack", processes=processes, call=f"dstack_job(**{changed_fields(self)})"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class DstackNode(DstackLaunch):
+    """Node `node` of a `DstackLaunch`."""
+
+    node: int = attrs.field(default=0, validator=not_negative)
+
+    def variables(self) -> dict[str, str]:
+        return self.node_variables(self.node)
+
+
+dstack_job = builder(
+    DstackLaunch,
+    DstackLaunch.job,
+    name="dstack_job",
+    doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.",
+)
+dstack_env = builder(
+    DstackNode,
+    DstackNode.variables,
+    name="dstack_env",
+    doc="Node `node`'s environment; the other keywords are `DstackLaunch`'s.",
+)
+
+
+def _jobs(most: int) -> SearchStrategy[Job]:
+    from hypothesis import strategies as st
+
+    return st.builds(
+        lambda n, gpus: DstackLaunch(nodes=n, gpus_per_node=gpus).job(),
+        st.integers(1, min(4, most)),
+        st.sampled_from([0, 2, 8]),
+    )
+
+
+LAUNCHER = Launcher(name="dstack", nondeterministic={}, jobs=_jobs)

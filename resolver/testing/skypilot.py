@@ -1,0 +1,93 @@
+"""SkyPilot: every node running a task's commands, as SkyPilot's documentation gives them.
+
+    skypilot_env(node=1, num_nodes=2, gpus_per_node=8)  -> dict: node 1's environment
+    skypilot_job(num_nodes=2)                           -> Job: every node's agent
+
+The keywords are the fields of `SkyPilotLaunch` (plus `node` for `skypilot_env`). From
+https://docs.skypilot.co/en/latest/running-jobs/environment-variables.html; no capture exists here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing.world import Job, Launcher, Process
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["SkyPilotLaunch", "SkyPilotNode", "skypilot_env", "skypilot_job"]
+
+
+@attrs.frozen(kw_only=True)
+class SkyPilotLaunch:
+    """A task on cluster `cluster` of `num_nodes` nodes with `gpus_per_node` GPUs each (0: CPU nodes).
+
+    Node i's IP is ``10.128.0.{47 + i}`` and its host ``{cluster}-{i}``; ``SKYPILOT_NODE_IPS`` lists
+    them head first, one per line.
+    """
+
+    num_nodes: int = attrs.field(default=2, validator=positive)
+    gpus_per_node: int = attrs.field(default=0, validator=not_negative)
+    cluster: str = "train"
+    job_number: int = attrs.field(default=1, validator=positive)
+
+    def node_variables(self, node: int) -> dict[str, str]:
+        if not 0 <= node < self.num_nodes:
+            raise ValueError(f"node={node}: the cluster has nodes 0..{self.num_nodes - 1}")
+        return {
+            "SKYPILOT_NODE_IPS": "\n".join(f"10.128.0.{47 + i}" for i in range(self.num_nodes)),
+            "SKYPILOT_NODE_RANK": str(node),
+            "SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus_per_node),
+            "SKYPILOT_NUM_NODES": str(self.num_nodes),
+            "SKYPILOT_TASK_ID": f"sky-2026-12-03-10-00-00-000001_{self.cluster}_{self.job_number}",
+        }
+
+    def job(self) -> Job:
+        processes = tuple(
+            Process(environ=self.node_variables(i), hostname=f"{self.cluster}-{i}", node=i)
+            for i in range(self.num_nodes)
+        )
+        return Job(
+            launcher="skypilot", source="skypilot", processes=processes, call=f"skypilot_job(**{changed_fields(self)})"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SkyPilotNode(SkyPilotLaunch):
+    """Node `node` of a `SkyPilotLaunch`."""
+
+    node: int = attrs.field(default=0, validator=not_negative)
+
+    def variables(self) -> dict[str, str]:
+        return self.node_variables(self.node)
+
+
+skypilot_job = builder(
+    SkyPilotLaunch,
+    SkyPilotLaunch.job,
+    name="skypilot_job",
+    doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.",
+)
+skypilot_env = builder(
+    SkyPilotNode,
+    SkyPilotNode.variables,
+    name="skypilot_env",
+    doc="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.",
+)
+
+
+def _jobs(most: int) -> SearchStrategy[Job]:
+    from hypothesis import strategies as st
+
+    return st.builds(
+        lambda n, gpus: SkyPilotLaunch(num_nodes=n, gpus_per_node=gpus).job(),
+        st.integers(1, min(4, most)),
+        st.sampled_from([0, 1, 8]),
+    )
+
+
+LAUNCHER = Launcher(name="skypilot", nondeterministic={}, jobs=_jobs)
