@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import require_tool
-from tests.launchers.test_torchrun import WORKER, check_world, clean_env, free_port
+from tests.launchers.slurm_cluster import Cluster
+from tests.launchers.test_torchrun import ROOT, WORKER, check_world, clean_env, free_port
 
 pytestmark = pytest.mark.torchrun
 
@@ -183,3 +184,17 @@ def test_two_nodes_form_one_world_of_four(platform: str, tmp_path: Path) -> None
     if fact is not None:
         field, value = fact
         assert {str(row["topology"][field]) for node in rows for row in node} == {value}
+
+
+@pytest.mark.slurm
+def test_slurm_with_one_task_per_node(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """`srun --ntasks-per-node=1`: each task prints its node's torchrun arguments and becomes its agent."""
+    script = 'exec torchrun $(cluster-topology --format torchrun) --nproc-per-node=2 "$@"'
+    command = f"srun -N2 --ntasks-per-node=1 bash -c '{script}' node {WORKER} --truth torchelastic --out {tmp_path}"
+    done = slurm_cluster.run(command, env={"PYTHONPATH": str(ROOT)}, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
+    check_world(rows, 4, 2)
+    assert {row["topology"]["main_address"] for row in rows} == {"ci1"}  # the step's first node
+    (job_id,) = {row["topology"]["job_id"] for row in rows}
+    assert job_id.isdigit()  # SLURM's job id, laid over torchrun's run id ("none")
