@@ -21,14 +21,15 @@ def _positive(name: str, value: object) -> int:
 def validate(topology: Topology, *, devices: int, num_nodes: int) -> None:
     """Raise `InvalidSettings` with a HINT when the settings cannot match the launched processes.
 
-    Nothing to compare when this process spawns its workers itself (they follow the settings).
+    When this process spawns its workers itself they follow `devices`, but not the node count: a node
+    agent's platform says how many nodes there are, and another `num_nodes` would make a world whose
+    missing nodes never come (a hang).
     """
     devices = _positive("devices", devices)
     num_nodes = _positive("num_nodes", num_nodes)
-    if not topology.creates_processes_externally:
-        return
     origin = topology.provenance
-    if topology.local_world_size is not None and devices != topology.local_world_size:
+    external = topology.creates_processes_externally
+    if external and topology.local_world_size is not None and devices != topology.local_world_size:
         started = _plural(topology.local_world_size, "process")
         raise InvalidSettings(
             f"You set devices={devices}, but {topology.source} started {started} on this node "
@@ -40,6 +41,8 @@ def validate(topology: Topology, *, devices: int, num_nodes: int) -> None:
             f"You set num_nodes={num_nodes}, but {topology.source} runs on {_plural(topology.num_nodes, 'node')} "
             f"({origin.get('num_nodes', 'launcher')}). HINT: set num_nodes={topology.num_nodes}."
         )
+    if not external:
+        return
     if topology.local_world_size is None and devices * num_nodes != topology.world_size:
         # without a per-node count the layout is taken as homogeneous, as Lightning does
         raise InvalidSettings(

@@ -21,7 +21,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["AwsBatchLaunch", "AwsBatchNode", "aws_batch_env", "aws_batch_job"]
+__all__ = ["LAUNCHER", "AwsBatchLaunch", "AwsBatchNode", "aws_batch_env", "aws_batch_job"]
 
 
 @attrs.frozen(kw_only=True)

@@ -19,7 +19,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["DstackLaunch", "DstackNode", "dstack_env", "dstack_job"]
+__all__ = ["LAUNCHER", "DstackLaunch", "DstackNode", "dstack_env", "dstack_job"]
 
 
 @attrs.frozen(kw_only=True)

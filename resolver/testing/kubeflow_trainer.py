@@ -21,9 +21,15 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["KubeflowTrainerLaunch", "KubeflowTrainerNode", "kubeflow_trainer_env", "kubeflow_trainer_job"]
+__all__ = [
+    "LAUNCHER",
+    "KubeflowTrainerLaunch",
+    "KubeflowTrainerNode",
+    "kubeflow_trainer_env",
+    "kubeflow_trainer_job",
+]
 
-PORT = 29500  # ContainerTrainerPort
+_PORT = 29500  # ContainerTrainerPort
 
 
 def _nproc(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -52,7 +58,7 @@ class KubeflowTrainerLaunch:
         return {
             "JOB_COMPLETION_INDEX": str(node),
             "PET_MASTER_ADDR": f"{self.pod(0)}.{self.name}",
-            "PET_MASTER_PORT": str(PORT),
+            "PET_MASTER_PORT": str(_PORT),
             "PET_NNODES": str(self.num_nodes),
             "PET_NODE_RANK": str(node),
             "PET_NPROC_PER_NODE": self.nproc_per_node,

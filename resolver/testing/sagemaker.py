@@ -23,9 +23,9 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["SageMakerInstance", "SageMakerLaunch", "sagemaker_env", "sagemaker_job"]
+__all__ = ["LAUNCHER", "SageMakerInstance", "SageMakerLaunch", "sagemaker_env", "sagemaker_job"]
 
-CONFIG = "/opt/ml/input/config/resourceconfig.json"
+_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 
 
 @attrs.frozen(kw_only=True)
@@ -72,7 +72,7 @@ class SageMakerLaunch:
                 "SM_TRAINING_ENV": json.dumps({"current_host": host, "hosts": self.hosts, "job_name": self.name}),
             }
         return Process(
-            environ=dict(sorted(env.items())), hostname=host, node=node, files={CONFIG: self.resource_config(node)}
+            environ=dict(sorted(env.items())), hostname=host, node=node, files={_CONFIG: self.resource_config(node)}
         )
 
     def job(self) -> Job:

@@ -19,7 +19,7 @@ from resolver.testing.world import Job, Launcher, Process
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["SkyPilotLaunch", "SkyPilotNode", "skypilot_env", "skypilot_job"]
+__all__ = ["LAUNCHER", "SkyPilotLaunch", "SkyPilotNode", "skypilot_env", "skypilot_job"]
 
 
 @attrs.frozen(kw_only=True)

@@ -74,3 +74,10 @@ def test_spawn_defaults_to_the_agents_counts() -> None:
         resolver.spawn(build({"NODE": "1", "NODES": "2"}))
     with pytest.raises(resolver.InvalidSettings, match="num_nodes is None"):
         resolver.spawn(resolver.resolve({}, probes.fake(free_port=5, which={})), devices=2)
+
+
+def test_validate_refuses_another_node_count_for_an_agent() -> None:
+    t = build({"NODE": "1", "NODES": "2"}, per_node=4)
+    resolver.validate(t, devices=2, num_nodes=2)  # fewer workers than the platform's count: the user's choice
+    with pytest.raises(resolver.InvalidSettings, match=r"num_nodes=3, but test runs on 2 nodes \(env:NODES\)"):
+        resolver.validate(t, devices=4, num_nodes=3)  # a world whose third node never comes
