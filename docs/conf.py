@@ -2,7 +2,7 @@
 API reference generated from the docstrings (autodoc).
 
 Build it strictly (warnings are errors), as CI does:
-    pip install -e '.[docs]' && python -m sphinx -W --keep-going -b html docs site
+    pip install -e '.[docs]' && python -m sphinx -W --keep-going -q -b html -d build/doctrees docs site
 """
 
 import re
