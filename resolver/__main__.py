@@ -354,8 +354,47 @@ renderer may raise a TopologyError (the record cannot be said in that format).""
 # -- running ------------------------------------------------------------------------------------------
 
 
-def _resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Topology, Mapping[str, str]]:
-    probes: Probes | None = None
+def _without_mpi(environ: Mapping[str, str]) -> Probes:
+    """The live probes, with the communicator replaced by a TCP exchange at MASTER_ADDR:MASTER_PORT.
+
+    For `exec`: PROGRAM may initialise MPI, and under Open MPI 4 a rank initialises it once only
+    (see probes/tcp.py), so the process that execs never does.
+    """
+    import attrs
+
+    from probes import system
+    from resolver._detect import PROBE_TIMEOUT
+
+    def comm() -> Any:
+        from probes.tcp import TcpComm
+        from resolver import environ as env
+        from resolver.sources.mpi import launcher
+
+        found = launcher(environ)
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in environ]
+        if found is None or found.size is None or missing:
+            unset = " and ".join(missing) or "the launcher's world size"
+            raise ProbeFailed(
+                "comm",
+                "cluster-topology exec does not initialise MPI (PROGRAM may: Open MPI lets a rank do it once) and "
+                f"exchanges host names over TCP at MASTER_ADDR:MASTER_PORT instead, but {unset} is not set: "
+                "pass them to every rank (mpirun -x MASTER_ADDR=<first host> -x MASTER_PORT=29500)",
+            )
+        return TcpComm(
+            env.integer(environ, found.rank),
+            env.integer(environ, found.size, minimum=1),
+            env.address(environ, "MASTER_ADDR"),
+            env.port(environ, "MASTER_PORT"),
+            timeout=PROBE_TIMEOUT,
+        )
+
+    return attrs.evolve(system(timeout=PROBE_TIMEOUT), comm=comm)
+
+
+def _resolve(
+    args: argparse.Namespace, environ: Mapping[str, str], *, running: bool = False
+) -> tuple[Topology, Mapping[str, str]]:
+    probes: Probes | None = _without_mpi(environ) if running else None
     if args.env_file:
         environ = parse_env_file(args.env_file)
         probes = _Offline(args.hostname, args.free_port, args.file).probes()
@@ -430,7 +469,7 @@ def _exec(parser: argparse.ArgumentParser, arguments: list[str], environ: Mappin
     if not program:
         parser.error("no PROGRAM: cluster-topology exec [options] -- PROGRAM [ARGS...]")
     try:
-        topology, resolved = _resolve(args, environ)
+        topology, resolved = _resolve(args, environ, running=True)
         if topology.main_address is None or topology.main_port is None:
             raise InvalidSettings(f"the {topology.source} topology has no main address and port: {topology}")
     except TopologyError as exc:

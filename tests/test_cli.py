@@ -358,3 +358,191 @@ def test_text_shows_the_device_and_where_it_came_from() -> None:
     assert any(line.split()[:2] == ["local_device", "2"] and "local_rank" in line for line in out.splitlines())
     explained = run("--env-file", str(GPU_TASK), "--explain").stdout
     assert "visible_devices" in explained and "env:CUDA_VISIBLE_DEVICES" in explained
+
+
+# -- exec ----------------------------------------------------------------------------------------------
+
+
+def test_exec_replaces_itself_with_the_program() -> None:
+    script = "import os, signal; print(os.getpid(), os.environ['RANK'], os.environ['GROUP_RANK']); raise SystemExit(7)"
+    probe = subprocess.Popen(
+        [sys.executable, "-m", "resolver", "exec", "--", sys.executable, "-c", script],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path.cwd()), **TORCHRUN_NODE1},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = probe.communicate(timeout=60)
+    assert probe.returncode == 7, err  # the program's exit status
+    pid, rank, group = out.split()
+    assert int(pid) == probe.pid  # the same process: exec, not a child
+    assert (rank, group) == ("2", "1")
+
+
+def test_exec_writes_the_env_variables_and_nothing_stale() -> None:
+    # SLURM without SLURM_STEP_TASKS_PER_NODE: the tasks per node are unknown, so an inherited
+    # LOCAL_WORLD_SIZE would be a stale answer: exec removes it
+    slurm = {
+        "SLURM_JOB_ID": "5",
+        "SLURM_STEP_ID": "0",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+    }
+    out = run("exec", "--", "env", env={**slurm, "LOCAL_WORLD_SIZE": "9", "RANK": "7"})
+    assert out.returncode == 0, out.stderr
+    seen = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    names = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+    assert {k: seen.get(k) for k in names} == {
+        "MASTER_ADDR": "n1",
+        "MASTER_PORT": "15005",
+        "WORLD_SIZE": "2",
+        "RANK": "1",
+        "LOCAL_RANK": "0",
+        "NODE_RANK": "1",
+        "GROUP_RANK": "1",
+    }
+    assert "LOCAL_WORLD_SIZE" not in seen
+    assert (seen["CLUSTER_TOPOLOGY_SOURCE"], seen["CLUSTER_TOPOLOGY_NUM_NODES"]) == ("slurm", "2")
+
+
+def test_exec_restores_the_default_sigpipe_for_the_program() -> None:
+    out = run("exec", "--", "sh", "-c", "grep SigIgn /proc/self/status", env=TORCHRUN_NODE1)
+    ignored = int(out.stdout.split()[1], 16)
+    assert not ignored & (1 << (13 - 1)), out.stdout  # SIGPIPE (13) is not ignored
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--", "sh", "-c", "echo started"], {**TORCHRUN_NODE1, "RANK": "x"}, "error: RANK='x' is invalid"),
+        (
+            ["--", "sh", "-c", "echo started"],
+            {**TORCHRUN_NODE1, "MASTER_ADDR": "127.0.0.1"},
+            "error: MASTER_ADDR='127.0.0.1'",
+        ),
+        (["--strict", "--", "sh", "-c", "echo started"], WARNED, "error: strict:"),
+        (["--", "no-such-program-here"], TORCHRUN_NODE1, "error: cannot run 'no-such-program-here'"),
+    ],
+)
+def test_exec_errors_are_one_line_exit_2_and_the_program_never_starts(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    out = run("exec", *args, env=env)
+    assert out.returncode == 2
+    assert out.stderr.startswith(message), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "started" not in out.stdout
+
+
+def test_exec_without_a_program_is_a_usage_error() -> None:
+    out = run("exec", "--strict")
+    assert out.returncode == 2 and "no PROGRAM" in out.stderr
+
+
+# -- the shell idiom -----------------------------------------------------------------------------------
+
+IDIOM = 'set -euo pipefail\nenv="$(cluster-topology --format env)"\neval "$env"\necho "rank $RANK"\n'
+
+
+@pytest.mark.parametrize(("extra", "rank"), [({}, "2"), ({"RANK": "x"}, None)])
+def test_the_documented_shell_idiom_stops_the_script_when_resolution_fails(
+    extra: dict[str, str], rank: str | None
+) -> None:
+    import shutil
+
+    script = shutil.which("cluster-topology")
+    assert script is not None
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert 'env="$(cluster-topology --format env)"\neval "$env"' in readme  # the idiom tested is the one documented
+    out = subprocess.run(
+        ["bash", "-c", IDIOM],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path.cwd()), **TORCHRUN_NODE1, **extra},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if rank is None:
+        assert out.returncode == 2 and out.stdout == "" and "RANK='x' is invalid" in out.stderr
+    else:
+        assert out.returncode == 0 and out.stdout == f"rank {rank}\n", out.stderr
+
+
+def test_the_plain_eval_idiom_carries_on() -> None:
+    """Why the README's idiom has two lines: `eval "$(...)"` ignores the status even under set -e."""
+    out = subprocess.run(
+        ["bash", "-c", 'set -euo pipefail\neval "$(cluster-topology --format env)"\necho "rank ${RANK:-unset}"'],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path.cwd()), **TORCHRUN_NODE1, "RANK": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.stdout == "rank x\n"  # RANK is the bad inherited value: the script went on
+
+
+# -- --env-file is offline -----------------------------------------------------------------------------
+
+
+def test_env_file_asks_this_machine_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "env"
+    path.write_text("LOCAL_RANK=0\nMASTER_PORT=29500\n")  # the default source: would ask which(srun)
+    out = run("--format", "json", "--env-file", str(path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["main_port"] == 29500
+    no_port = tmp_path / "noport"
+    no_port.write_text("WORLD_SIZE=1\n")
+    out = run("--env-file", str(no_port))
+    assert out.returncode == 2
+    assert "probe 'free_port' failed: --env-file resolves offline" in out.stderr and "--free-port PORT" in out.stderr
+    out = run("--format", "json", "--env-file", str(no_port), "--free-port", "4242")
+    assert json.loads(out.stdout)["main_port"] == 4242
+
+
+def test_env_file_of_an_open_mpi_rank_does_not_start_mpi(tmp_path: Path) -> None:
+    capture = CAPTURES / "openmpi"
+    rank = sorted(capture.glob("*/rank*.env"))[0]
+    out = run("--env-file", str(rank), env={"OMPI_MCA_no_such": "1"})
+    assert out.returncode == 2
+    assert "probe 'comm' failed: --env-file resolves offline" in out.stderr
+    assert "capture MASTER_ADDR, MASTER_PORT" in out.stderr and "mpi4py" not in out.stderr
+
+
+def test_env_file_files_and_hostname_come_from_the_command_line(tmp_path: Path) -> None:
+    from resolver.testing import lsf_env
+
+    task = lsf_env(rank=4, hosts=("a01n01", "a01n02"), tasks_per_host=3)
+    path = next(p for p in task.files if p.endswith("rankfile"))
+    copy = tmp_path / "rankfile"
+    copy.write_text(task.files[path])
+    env = tmp_path / "env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in task.environ.items()))
+    out = run("--format", "json", "--env-file", str(env))
+    assert out.returncode == 2 and f"pass --file {path}" in out.stderr
+    out = run("--format", "json", "--env-file", str(env), "--file", f"{path}={copy}", "--hostname", task.hostname)
+    assert out.returncode == 0, out.stderr
+    assert (json.loads(out.stdout)["node_rank"], json.loads(out.stdout)["main_address"]) == (1, "a01n01")
+    assert "use them with --env-file" in run("--hostname", "x").stderr
+
+
+def test_env_file_reads_proc_environ_and_its_own_env_format(tmp_path: Path) -> None:
+    env = {**TORCHRUN_NODE1, "CLUSTER_TOPOLOGY_JOB_NAME": "it's\na job"}
+    nul = tmp_path / "environ"
+    nul.write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+    from_nul = run("--format", "env", "--env-file", str(nul))
+    assert from_nul.returncode == 0, from_nul.stderr
+    exported = tmp_path / "exported"
+    exported.write_text(from_nul.stdout)
+    again = run("--format", "env", "--env-file", str(exported), "--source", "lightning")
+    assert again.returncode == 0, again.stderr
+    assert bash_env(f"eval {_shell_quote(again.stdout)}")["RANK"] == "2"
+    from resolver.__main__ import parse_env_file
+
+    assert parse_env_file(str(exported))["MASTER_ADDR"] == "node0"
+    quoted = tmp_path / "quoted"
+    quoted.write_text("export A='it'\"'\"'s\nnext'\nB=plain value\n")
+    assert parse_env_file(str(quoted)) == {"A": "it's\nnext", "B": "plain value"}

@@ -486,3 +486,89 @@ def test_wheel_n4_on_two_emulated_hosts(out: Path, name: str, layout: str, reque
         assert top["main_address"] == "nodeA"
         assert top["provenance"]["node_rank"].startswith("probe:comm.allgather")
         assert top["warnings"] == []
+
+
+# -- cluster-topology exec under MPI (issue 15) -------------------------------------------------------
+# exec never initialises MPI: PROGRAM (exec_worker.py --mpi) initialises it itself, after exec, and also
+# forms a gloo group from the env:// variables exec wrote. The node ranks across the two hosts come
+# from a TCP exchange at MASTER_ADDR:MASTER_PORT (probes/tcp.py).
+
+EXEC_WORKER = WORKER.with_name("exec_worker.py")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _exec(out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "resolver",
+        "exec",
+        "--strict",
+        "--",
+        sys.executable,
+        str(EXEC_WORKER),
+        str(out),
+        "--mpi",
+    ]
+
+
+def check_exec(out: Path, output: str, rank_var: str, local_var: str) -> None:
+    found = sorted((json.loads(p.read_text()) for p in out.glob("*.json")), key=lambda r: r["mpi"]["rank"])
+    assert len(found) == 4, output
+    for rank, row in enumerate(found):
+        env, mpi = row["env"], row["mpi"]
+        hosts = list(dict.fromkeys(mpi["hosts"]))  # the hosts in order of first rank: node ranks
+        assert (mpi["rank"], mpi["size"]) == (rank, 4)  # MPI works in PROGRAM after exec
+        assert env["RANK"] == row["launcher"][rank_var] == str(rank)
+        assert env["WORLD_SIZE"] == "4"
+        assert env["LOCAL_RANK"] == row["launcher"][local_var]
+        assert env["NODE_RANK"] == env["GROUP_RANK"] == str(hosts.index(row["hostname"]))
+        assert env["LOCAL_WORLD_SIZE"] == str(mpi["hosts"].count(row["hostname"]))
+        assert env["MASTER_ADDR"] == "nodeA"
+        assert row["all_reduce"] == 10.0 and row["dist"] == {"rank": rank, "world_size": 4}
+    assert [r["hostname"] for r in found] == ["nodeA", "nodeA", "nodeB", "nodeB"]
+
+
+def test_exec_two_emulated_hosts_open_mpi(out: Path, fake_ssh: Path) -> None:
+    require_tool("mpirun")
+    hostfile = out.parent / "hostfile"
+    hostfile.write_text("nodeA slots=2\nnodeB slots=2\n")
+    master = {"MASTER_ADDR": "nodeA", "MASTER_PORT": str(_free_port())}
+    args = ["mpirun", "--mca", "plm_rsh_agent", str(fake_ssh), "--hostfile", str(hostfile), "-n", "4"]
+    args += ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH"]
+    output = launch([*args, *_exec(out)], clean_env(OPEN_MPI, LOOPBACK, master))
+    check_exec(out, output, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
+def test_exec_two_emulated_hosts_mpich(out: Path, fake_ssh: Path, mpich_env: dict[str, str]) -> None:
+    require_tool("mpiexec.hydra")
+    master = {"MASTER_ADDR": "nodeA", "MASTER_PORT": str(_free_port())}
+    args = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", str(fake_ssh), "-hosts", "nodeA:2,nodeB:2"]
+    output = launch([*args, "-n", "4", *_exec(out)], clean_env(mpich_env, master))
+    check_exec(out, output, "PMI_RANK", "MPI_LOCALRANKID")
+
+
+def test_exec_without_master_variables_says_to_pass_them_and_starts_nothing(out: Path, fake_ssh: Path) -> None:
+    require_tool("mpirun")
+    hostfile = out.parent / "hostfile"
+    hostfile.write_text("nodeA slots=1\nnodeB slots=1\n")
+    args = ["mpirun", "--mca", "plm_rsh_agent", str(fake_ssh), "--hostfile", str(hostfile), "-n", "2"]
+    with subprocess.Popen(
+        [*args, *_exec(out)],
+        env=clean_env(OPEN_MPI, LOOPBACK),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        output, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode != 0
+    assert "cluster-topology exec does not initialise MPI" in output and "mpirun -x MASTER_ADDR" in output
+    assert list(out.glob("*.json")) == []
