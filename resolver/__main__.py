@@ -307,7 +307,10 @@ def render_json(topology: Topology) -> str:
 
 
 def _wrapped(explanation: Explanation, prefix: str = "") -> str:
-    """The explanation with every line wrapped to the terminal's width (80 when not a terminal)."""
+    """The explanation, each line wrapped to the terminal's width (`COLUMNS` when set); into a pipe
+    or a file, one line per candidate, for grep."""
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return "".join(f"{prefix}{line}\n" for line in str(explanation).splitlines())
     width = max(40, shutil.get_terminal_size((80, 24)).columns - 1) - len(prefix)
     return "".join(
         f"{prefix}{part}\n"
