@@ -91,6 +91,26 @@ class Applied:
             raise
         _LIVE.setdefault(id(environ), []).append(self)
 
+    @classmethod
+    def adopt(
+        cls, environ: MutableMapping[str, str], prior: Mapping[str, str | None], answers: Mapping[str, str]
+    ) -> Applied:
+        """What someone else wrote from our answers, taken on as if `apply` had written it.
+
+        For each key of `answers` that `environ` now holds with that value and that held `prior[key]`
+        before (None: absent), `teardown()` restores it, by the same rule as an application of our
+        own. Nothing is written. (Lightning's launcher writes MASTER_ADDR, NODE_RANK, ... from a
+        cluster environment's answers: `TopologyEnvironment.teardown` puts them back this way.)
+        """
+        self = cls.__new__(cls)
+        self._environ = environ
+        taken = {k: v for k, v in answers.items() if environ.get(k) == v and prior.get(k) != v}
+        self._written = MappingProxyType(taken)
+        self._prior = {k: ABSENT if prior.get(k) is None else str(prior[k]) for k in taken}
+        if self._prior:
+            _LIVE.setdefault(id(environ), []).append(self)
+        return self
+
     @property
     def written(self) -> Mapping[str, str]:
         return self._written

@@ -200,3 +200,21 @@ print("ok")
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_adopt_takes_on_what_someone_else_wrote_from_our_answers() -> None:
+    """Lightning's launcher writes from our answers; one restore rule puts it back (issue 14, point 5)."""
+    from resolver import Applied
+
+    env = {"NODE_RANK": "0", "LOCAL_RANK": "5", "WORLD_SIZE": "9"}
+    prior = {"NODE_RANK": "0", "LOCAL_RANK": None, "WORLD_SIZE": "1", "MASTER_ADDR": None}
+    env.update(MASTER_ADDR="10.0.0.1", LOCAL_RANK="1")  # written from our answers...
+    answers = {"MASTER_ADDR": "10.0.0.1", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "NODE_RANK": "0"}
+    adopted = Applied.adopt(env, prior, answers)
+    # ...WORLD_SIZE holds something else (not ours to restore), NODE_RANK never changed
+    assert dict(adopted.written) == {"MASTER_ADDR": "10.0.0.1", "LOCAL_RANK": "1"}
+    assert env["MASTER_ADDR"] == "10.0.0.1"  # adopting writes nothing
+    adopted.teardown()
+    assert env == {"NODE_RANK": "0", "WORLD_SIZE": "9"}
+    adopted.teardown()
+    assert env == {"NODE_RANK": "0", "WORLD_SIZE": "9"}

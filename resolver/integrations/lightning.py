@@ -19,7 +19,10 @@ Differences from Lightning's own environments, on purpose:
   launcher has written LOCAL_RANK.
 - `teardown()` puts back the variables that Lightning's launcher and strategy wrote from our
   answers (MASTER_ADDR, MASTER_PORT, NODE_RANK, LOCAL_RANK, WORLD_SIZE) as they were when this
-  object was made; a variable holding anything else is left alone.
+  object was made; a variable holding anything else is left alone. It does so through
+  `Applied.adopt`: the answers are `apply`'s `variables`, the restore rule is `Applied`'s.
+- The topology's warnings are logged (logger `resolver.integrations.lightning`); a loopback main
+  address across nodes is refused, as by `resolver.resolve`.
 
 Supported launches: processes started by a launcher (torchrun, srun, mpirun, ...) and Lightning's
 script launcher (`strategy="ddp"`: each worker is a new run of the script and makes its own
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from resolver._apply import Applied, variables
 from resolver._detect import enforce, resolve
 from resolver._spawn import spawn
 from resolver._validate import validate
@@ -167,26 +171,10 @@ class TopologyEnvironment(ClusterEnvironment):
 
     def teardown(self) -> None:
         """Restore what Lightning wrote from our answers to its value when this object was made."""
-        ours = self._answers()
-        for key in LIGHTNING_WRITES:
-            before, now = self._prior[key], self._environ.get(key)
-            if now is None or now == before or now != ours.get(key):
-                continue  # unchanged, or not our answer: not ours to restore
-            if before is None:
-                del self._environ[key]
-            else:
-                self._environ[key] = before
+        answers = {k: v for k, v in variables(self._topology, ranks=True).items() if k in LIGHTNING_WRITES}
+        Applied.adopt(self._environ, self._prior, answers).teardown()
 
     # -- internals -----------------------------------------------------------------------------
-
-    def _answers(self) -> dict[str, str]:
-        t = self._topology
-        out = {"NODE_RANK": str(t.node_rank), "LOCAL_RANK": str(t.local_rank), "WORLD_SIZE": str(t.world_size)}
-        if t.main_address is not None:
-            out["MASTER_ADDR"] = t.main_address
-        if t.main_port is not None:
-            out["MASTER_PORT"] = str(t.main_port)
-        return out
 
     def _evolve(self, field: str, value: int) -> None:
         """Replace the record with a copy whose `field` is `value`, validated as every Topology is."""
