@@ -376,3 +376,18 @@ def test_without_lightning_the_import_error_names_the_extra() -> None:
     assert "resolver.integrations.lightning needs lightning" in result["message"]
     assert "pip install 'cluster-topology[lightning]'" in result["message"]
     assert result["name"] == "lightning"
+
+
+def test_warnings_are_logged_and_a_loopback_address_across_nodes_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    fields = {"source": "kubeflow", "world_size": 4, "global_rank": 2, "local_rank": 0, "node_rank": 1}
+    warned = Topology(**fields, main_address="m", main_port=9, warnings=("look at this",))
+    with caplog.at_level("WARNING", logger="resolver"):
+        TopologyEnvironment(warned)
+    assert [r.getMessage() for r in caplog.records if r.name == "resolver.integrations.lightning"] == [
+        f"{warned}: look at this"
+    ]
+    with pytest.raises(resolver.InvalidVariable, match="not a loopback address"):
+        TopologyEnvironment(Topology(**fields, main_address="127.0.0.1", main_port=9), environ={})
+    TopologyEnvironment(
+        Topology(**fields, main_address="127.0.0.1", main_port=9), environ={"CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "1"}
+    )

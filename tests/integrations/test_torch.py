@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import resolver
 from resolver import Topology
 from tests.integrations import require_module, run_python
 
@@ -261,3 +262,25 @@ def test_with_cuda_the_device_is_set_and_nccl_gets_device_id(monkeypatch: pytest
     with pytest.raises(RuntimeError, match="stop here"):
         integration.init_process_group(unknown, backend="nccl")
     assert calls == [("init", None)]  # never cuda:<local_rank> as a guess
+
+
+# -- issue 15: warnings are logged, a loopback address across nodes is refused ----------------------
+
+
+def test_the_topologys_warnings_are_logged_before_the_group_forms(caplog: pytest.LogCaptureFixture) -> None:
+    topology = one_process(warnings=("MASTER_PORT is not set; look at this",))
+    with caplog.at_level("WARNING", logger="resolver"), integration.init_process_group(topology, timeout=TIMEOUT):
+        pass
+    (record,) = [r for r in caplog.records if r.name == "resolver.integrations.torch"]
+    assert record.levelname == "WARNING" and "MASTER_PORT is not set; look at this" in record.getMessage()
+
+
+def test_a_handed_in_loopback_topology_across_nodes_is_refused_before_anything_is_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    node1 = one_process(world_size=2, global_rank=1, node_rank=1, num_nodes=2)  # main 127.0.0.1
+    before = snapshot()
+    monkeypatch.delenv("CLUSTER_TOPOLOGY_ALLOW_LOOPBACK", raising=False)
+    with pytest.raises(resolver.InvalidVariable, match="not a loopback address"):
+        integration.init_process_group(node1, timeout=TIMEOUT)
+    assert snapshot() == before and not dist.is_initialized()
