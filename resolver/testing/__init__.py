@@ -31,7 +31,8 @@ adds:
    subclass adding the process index (``rank: int = 0``) for the one-process builder; the builders
    made with ``_launch.builder(...)`` (typed by the class's fields); a ``_jobs(most)`` Hypothesis
    strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
-2. one line in `strategies.REGISTRY`, and its builders in the imports and `__all__` below.
+2. here: its module and builders in the imports, its builders in `__all__`, and its ``LAUNCHER`` in
+   `REGISTRY` (``jobs()`` draws from every launcher listed there).
 3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
    exists (tests/testing/captured.py compares variable for variable), else against its
    documentation (say which in the module docstring); and its builders in the SIGNATURES table of
@@ -43,6 +44,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resolver.schema import topology_schema
+from resolver.testing import (
+    aws_batch,
+    azureml,
+    deepspeed,
+    dstack,
+    flux,
+    gridengine,
+    kubeflow,
+    kubeflow_trainer,
+    lsf,
+    mpich,
+    openmpi,
+    pbs,
+    sagemaker,
+    skypilot,
+    slurm,
+    torchrun,
+    tpu_vm,
+    vertex,
+    volcano,
+)
 from resolver.testing.aws_batch import AwsBatchLaunch, AwsBatchNode, aws_batch_env, aws_batch_job
 from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
@@ -74,12 +96,36 @@ from resolver.testing.slurm import (
     slurm_salloc_env,
     slurm_tasks_per_node,
 )
-from resolver.testing.strategies import LAUNCHERS, REGISTRY, jobs, topologies
+from resolver.testing.strategies import jobs, topologies
 from resolver.testing.torchrun import TorchrunLaunch, TorchrunWorker, torchrun_env, torchrun_job
 from resolver.testing.tpu_vm import TpuVmHost, TpuVmLaunch, tpu_vm_env, tpu_vm_job
 from resolver.testing.vertex import VertexLaunch, VertexReplica, vertex_env, vertex_job
 from resolver.testing.volcano import VolcanoLaunch, VolcanoPod, volcano_env, volcano_job
 from resolver.testing.world import Job, Launcher, Process, assert_consistent
+
+# Every launcher resolver.testing builds, in this order; a new launcher module adds its line.
+REGISTRY: tuple[Launcher, ...] = (
+    slurm.LAUNCHER,
+    torchrun.LAUNCHER,
+    kubeflow.LAUNCHER,
+    openmpi.LAUNCHER,
+    mpich.LAUNCHER,
+    lsf.LAUNCHER,
+    deepspeed.LAUNCHER,
+    flux.LAUNCHER,
+    pbs.LAUNCHER,
+    kubeflow_trainer.LAUNCHER,
+    aws_batch.LAUNCHER,
+    sagemaker.LAUNCHER,
+    skypilot.LAUNCHER,
+    dstack.LAUNCHER,
+    vertex.LAUNCHER,
+    volcano.LAUNCHER,
+    azureml.LAUNCHER,
+    tpu_vm.LAUNCHER,
+    gridengine.LAUNCHER,
+)
+LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
 
 # Variables whose values each launcher picks at random or from the machine's state: the builders give
 # plausible values of this shape (a regular expression); every other value is exactly the launcher's.
@@ -88,6 +134,7 @@ NONDETERMINISTIC: Mapping[str, Mapping[str, str]] = {launcher.name: launcher.non
 __all__ = [
     "LAUNCHERS",
     "NONDETERMINISTIC",
+    "REGISTRY",
     "Allocation",
     "AwsBatchLaunch",
     "AwsBatchNode",

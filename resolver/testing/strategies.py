@@ -3,9 +3,8 @@
 Hypothesis is a test extra (``pip install 'cluster-topology[testing]'``), not a dependency: it is
 imported when a strategy function is called, never at import, so the builders work without it.
 
-`REGISTRY` lists every launcher the kit builds, each as its module's `LAUNCHER` record: a new
-launcher's builder module adds its line there (and its strategy of jobs, ``LAUNCHER.jobs``, uses
-`host_names` and, for MPI, `mpi_master`/`with_master` from here).
+`resolver.testing.REGISTRY` lists every launcher the kit builds; each launcher's strategy of jobs
+(``LAUNCHER.jobs``) uses `host_names` and, for MPI, `mpi_master`/`with_master` from here.
 """
 
 from __future__ import annotations
@@ -16,67 +15,26 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver import Topology
-from resolver.testing import (
-    aws_batch,
-    azureml,
-    deepspeed,
-    dstack,
-    flux,
-    gridengine,
-    kubeflow,
-    kubeflow_trainer,
-    lsf,
-    mpich,
-    openmpi,
-    pbs,
-    sagemaker,
-    skypilot,
-    slurm,
-    torchrun,
-    tpu_vm,
-    vertex,
-    volcano,
-)
-from resolver.testing.world import Job, Launcher
+from resolver.testing.world import Job
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["LAUNCHERS", "REGISTRY", "host_names", "jobs", "mpi_master", "topologies", "with_master"]
-
-# Every launcher resolver.testing builds, in this order; a new launcher module adds its line.
-REGISTRY: tuple[Launcher, ...] = (
-    slurm.LAUNCHER,
-    torchrun.LAUNCHER,
-    kubeflow.LAUNCHER,
-    openmpi.LAUNCHER,
-    mpich.LAUNCHER,
-    lsf.LAUNCHER,
-    deepspeed.LAUNCHER,
-    flux.LAUNCHER,
-    pbs.LAUNCHER,
-    kubeflow_trainer.LAUNCHER,
-    aws_batch.LAUNCHER,
-    sagemaker.LAUNCHER,
-    skypilot.LAUNCHER,
-    dstack.LAUNCHER,
-    vertex.LAUNCHER,
-    volcano.LAUNCHER,
-    azureml.LAUNCHER,
-    tpu_vm.LAUNCHER,
-    gridengine.LAUNCHER,
-)
-LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
+__all__ = ["host_names", "jobs", "mpi_master", "topologies", "with_master"]
 
 
-def jobs(*, launchers: Sequence[str] = LAUNCHERS, max_processes: int = 16) -> SearchStrategy[Job]:
-    """Whole launches of the given launchers (every process's environment, host and files).
+def jobs(*, launchers: Sequence[str] | None = None, max_processes: int = 16) -> SearchStrategy[Job]:
+    """Whole launches of the given launchers (default: all of `resolver.testing.LAUNCHERS`).
 
     Needs hypothesis (a test extra), imported here. Each job resolves, process by process, to one
     world: ``assert_consistent(job.resolve(), job)``.
     """
     from hypothesis import strategies as st
 
+    from resolver.testing import LAUNCHERS, REGISTRY
+
+    if launchers is None:
+        launchers = LAUNCHERS
     unknown = sorted(set(launchers) - set(LAUNCHERS))
     if unknown or not launchers:
         raise ValueError(f"launchers={list(launchers)!r}: expected some of {LAUNCHERS}")

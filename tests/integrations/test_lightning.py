@@ -379,7 +379,7 @@ def test_without_lightning_the_import_error_names_the_extra() -> None:
 
 
 def test_warnings_are_logged_and_a_loopback_address_across_nodes_is_refused(caplog: pytest.LogCaptureFixture) -> None:
-    fields = {"source": "kubeflow", "world_size": 4, "global_rank": 2, "local_rank": 0, "node_rank": 1}
+    fields: dict[str, Any] = {"source": "kubeflow", "world_size": 4, "global_rank": 2, "local_rank": 0, "node_rank": 1}
     warned = Topology(**fields, main_address="m", main_port=9, warnings=("look at this",))
     with caplog.at_level("WARNING", logger="resolver"):
         TopologyEnvironment(warned)

@@ -133,7 +133,7 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
     for name in rt.__all__:
         assert hasattr(rt, name), name
-    assert tuple(launcher.name for launcher in rt.strategies.REGISTRY) == rt.LAUNCHERS
+    assert tuple(launcher.name for launcher in rt.REGISTRY) == rt.LAUNCHERS
     assert set(rt.NONDETERMINISTIC) == set(rt.LAUNCHERS)
 
 
