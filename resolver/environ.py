@@ -151,7 +151,7 @@ def is_loopback(address: str) -> bool:
     if lowered == "localhost" or lowered.endswith(".localhost"):
         return True
     if ":" not in address:  # IPv4: 127.0.0.0/8 or 0.0.0.0; a name other than localhost is not known here
-        octets = address.split(".") if _IPV4.fullmatch(address) else ()
+        octets = address.split(".") if _IPV4.fullmatch(address) else []
         return bool(octets) and (int(octets[0]) == 127 or all(int(octet) == 0 for octet in octets))
     import ipaddress  # lazily: only an IPv6 address pays for the module
 
