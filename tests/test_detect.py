@@ -185,3 +185,63 @@ def test_a_malformed_scheduler_restart_count_is_named() -> None:
     with pytest.raises(resolver.InvalidVariable) as info:
         resolver.resolve({**env, "SLURM_RESTART_COUNT": "x"}, probes.fake())
     assert info.value.variable == "SLURM_RESTART_COUNT"
+
+
+def _plugin_dist(folder: Path) -> None:
+    """A distribution declaring one `resolver.sources` entry point, laid out under `folder`."""
+    (folder / "pbs_source.py").write_text(
+        "from resolver import Topology\n"
+        "class Pbs:\n"
+        "    name = 'pbs'\n"
+        "    auto = True\n"
+        "    def detect(self, environ):\n"
+        "        return 'PBS_JOBID' in environ\n"
+        "    def resolve(self, environ, probes):\n"
+        "        return Topology(source='pbs', world_size=1, global_rank=0, local_rank=0, node_rank=0)\n"
+    )
+    dist = folder / "pbs_source-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pbs-source\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[resolver.sources]\npbs = pbs_source:Pbs\n")
+
+
+def test_a_plugin_in_a_zip_on_sys_path_is_found(tmp_path: Path) -> None:
+    """A zip (or egg) file on sys.path cannot be byte-scanned: importlib.metadata decides for it."""
+    import zipfile
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _plugin_dist(tree)
+    archive = tmp_path / "plugin.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in tree.rglob("*"):
+            zipped.write(path, path.relative_to(tree).as_posix())
+    code = "import resolver, probes; print(resolver.resolve({'PBS_JOBID': '1'}, probes.fake()).source)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": f"{archive}:{Path.cwd()}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.split() == ["pbs"]
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_byte_scan_agrees_with_importlib_metadata(tmp_path: Path, declared: bool) -> None:
+    from importlib.metadata import distributions
+
+    from resolver._detect import ENTRY_POINT_GROUP, _declared
+
+    if declared:
+        _plugin_dist(tmp_path)
+    else:
+        (tmp_path / "other-1.0.dist-info").mkdir()
+        (tmp_path / "other-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: other\nVersion: 1.0\n")
+        (tmp_path / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nx = y:z\n")
+    path = [str(tmp_path)]
+    by_metadata = any(
+        point.group == ENTRY_POINT_GROUP for dist in distributions(path=path) for point in dist.entry_points
+    )
+    assert _declared(path) == by_metadata == declared
