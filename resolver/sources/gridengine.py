@@ -59,7 +59,7 @@ from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
 from resolver.sources import Builder, Detection, JobFacts
-from resolver.sources.mpi import launcher as mpi_launcher
+from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -224,14 +224,6 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
     return found
 
 
-def _mpi_rank(environ: Mapping[str, str]) -> str | None:
-    """The MPI launcher variable that makes this process one rank of several, or None."""
-    found = mpi_launcher(environ)
-    if found is None or (found.size is not None and environ.get(found.size) == "1"):
-        return None
-    return found.marker
-
-
 class GridEngine:
     """The one process Grid Engine started (job script, array task, qrsh), with the job's facts."""
 
@@ -245,7 +237,7 @@ class GridEngine:
                 return _NOT_IN_A_JOB
             missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
             return Detection(False, f"not a Grid Engine job: {missing} not set", found)
-        marker = _mpi_rank(environ)
+        marker = rank_marker(environ)
         if marker is not None:
             return Detection(
                 False,
@@ -269,7 +261,7 @@ class GridEngine:
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        marker = _mpi_rank(environ)
+        marker = rank_marker(environ)
         if marker is not None:
             raise InvalidSettings(
                 f"source='gridengine' resolves the one process Grid Engine started, but {marker}="

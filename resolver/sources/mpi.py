@@ -55,6 +55,7 @@ __all__ = [
     "Mpi",
     "exchange",
     "launcher",
+    "rank_marker",
     "started_by_mpirun",
 ]
 
@@ -177,6 +178,17 @@ def launcher(environ: Mapping[str, str]) -> Launcher | None:
 
 def _size_is_one(environ: Mapping[str, str], found: Launcher) -> bool:
     return found.size is not None and environ.get(found.size) == "1"
+
+
+def rank_marker(environ: Mapping[str, str]) -> str | None:
+    """The MPI launcher variable that makes this process one rank of several, or None.
+
+    A scheduler's source (Grid Engine, PBS) declines such a process: the MPI source resolves it.
+    """
+    found = launcher(environ)
+    if found is None or _size_is_one(environ, found):
+        return None
+    return found.marker
 
 
 def started_by_mpirun(environ: Mapping[str, str]) -> str | None:

@@ -64,7 +64,7 @@ from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
 from resolver.sources import Builder, Detection, JobFacts
-from resolver.sources.mpi import launcher as mpi_launcher
+from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -243,14 +243,6 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
     return found
 
 
-def _mpi_rank(environ: Mapping[str, str]) -> str | None:
-    """The MPI launcher variable that makes this process one rank of several, or None."""
-    found = mpi_launcher(environ)
-    if found is None or (found.size is not None and environ.get(found.size) == "1"):
-        return None
-    return found.marker
-
-
 class Pbs:
     """The one process PBS started (job script, ``qsub -I`` shell, ``pbsdsh`` task), with the job's facts."""
 
@@ -265,7 +257,7 @@ class Pbs:
             missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
             return Detection(False, f"not a PBS job: {missing} not set", found)
         job = shown(environ["PBS_JOBID"])
-        marker = _mpi_rank(environ)
+        marker = rank_marker(environ)
         if marker is not None:
             return Detection(
                 False,
@@ -288,7 +280,7 @@ class Pbs:
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        marker = _mpi_rank(environ)
+        marker = rank_marker(environ)
         if marker is not None:
             raise InvalidSettings(
                 f"source='pbs' resolves the one process PBS started, but {marker}={shown(environ[marker])}: an MPI "
