@@ -9,55 +9,27 @@ A `Probes` bundle holds seven questions: `hostname()`, `comm()` (an mpi4py-shape
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-import attrs
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from probes._bundle import Comm, Probes, XlaRuntime
     from probes.fakes import FakeComm, FakeXla
 
 __all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
 
 
-@runtime_checkable
-class Comm(Protocol):
-    """The part of mpi4py's `MPI.Comm` the resolver uses."""
+def __getattr__(name: str) -> Any:
+    # the bundle class and the Protocols are built on first use: asking one live probe needs neither
+    if name in ("Comm", "Probes", "XlaRuntime"):
+        from probes import _bundle
 
-    def Get_rank(self) -> int: ...  # noqa: N802 - mpi4py's names
-    def Get_size(self) -> int: ...  # noqa: N802
-    def allgather(self, sendobj: Any) -> list[Any]: ...
-    def bcast(self, obj: Any, root: int = 0) -> Any: ...
-
-
-@runtime_checkable
-class XlaRuntime(Protocol):
-    """The part of `torch_xla.runtime` the resolver uses."""
-
-    def world_size(self) -> int: ...
-    def global_ordinal(self) -> int: ...
-    def local_ordinal(self) -> int: ...
-    def host_index(self) -> int: ...
+        return getattr(_bundle, name)
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")
 
 
-def _no_device_count() -> int:
-    """The default of a bundle built without a device probe: it cannot answer (the device fields stay None)."""
-    from resolver.errors import ProbeFailed
-
-    raise ProbeFailed("device_count", "this Probes bundle was built without a device_count probe")
-
-
-@attrs.frozen(kw_only=True)
-class Probes:
-    """A bundle of probes; build one with `system()` or `fake(...)`, or `attrs.evolve` one of those."""
-
-    hostname: Callable[[], str]
-    comm: Callable[[], Comm]
-    xla: Callable[[], XlaRuntime]
-    free_port: Callable[[], int]
-    read_text: Callable[[str], str]
-    which: Callable[[str], str | None]
-    device_count: Callable[[], int] = _no_device_count
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def system(*, timeout: float | None = None) -> Probes:
@@ -68,16 +40,12 @@ def system(*, timeout: float | None = None) -> Probes:
     `probes.bounded`, which also bounds probes of your own. `resolve(environ)` uses
     `system(timeout=120)`.
     """
-    if timeout is None:
-        from probes import live
-
-        return live.PROBES
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
     from probes import live
-    from probes.bounded import LIVE, bounded
+    from probes._bundle import Probes
 
-    return bounded(live.PROBES, float(timeout), names=LIVE)
+    return Probes(**{name: live.probe(name, timeout=timeout) for name in live.NAMES})
 
 
 def fake(

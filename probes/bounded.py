@@ -1,7 +1,8 @@
 """Probes with a deadline: an answer that does not come in time is a `ProbeFailed` naming the probe.
 
 `bounded(probes)` bounds every probe but `xla`; the live bundle (`probes.system(timeout=...)`)
-bounds `read_text` (a rankfile on a hung NFS mount) and the MPI collectives.
+bounds only those that can hang (`probes.live.MAY_HANG`): `read_text` (a rankfile on a hung NFS
+mount) and the MPI collectives.
 
 A probe that hangs (a FIFO as the LSF rankfile, a collective whose peers never arrive) must
 not hang `resolve`. Each question runs in a daemon thread and is waited for at most `seconds`;
@@ -17,14 +18,16 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from probes import Comm, Probes
 from resolver.errors import ProbeFailed
 
-__all__ = ["ALL", "DEFAULT_TIMEOUT", "LIVE", "BoundedComm", "bounded", "call"]
+if TYPE_CHECKING:
+    from probes import Comm, Probes
+
+__all__ = ["ALL", "DEFAULT_TIMEOUT", "BoundedComm", "bound", "bounded", "call"]
 
 DEFAULT_TIMEOUT = 120.0  # seconds; a collective waits for its slowest rank to arrive
 _T = TypeVar("_T")
@@ -99,9 +102,6 @@ class BoundedComm:
 
 
 ALL = ("hostname", "free_port", "read_text", "which", "comm", "device_count")
-# the live hostname, free_port, which and device_count are kernel calls that cannot hang, and a thread
-# costs more than the call (hundreds of microseconds on a busy machine): the live bundle bounds the rest
-LIVE = ("read_text", "comm")
 
 
 def bounded(probes: Probes, seconds: float = DEFAULT_TIMEOUT, *, names: tuple[str, ...] = ALL) -> Probes:
@@ -110,22 +110,25 @@ def bounded(probes: Probes, seconds: float = DEFAULT_TIMEOUT, *, names: tuple[st
     `comm` bounds the collectives (the import, i.e. MPI_Init, stays on the calling thread);
     `xla` is never bounded: torch_xla's runtime must be asked from the thread that runs it.
     """
-    if not seconds > 0:
-        raise ValueError(f"seconds must be > 0, not {seconds!r}")
+    _check(seconds)
     unknown = set(names) - set(ALL)
     if unknown:
         raise ValueError(f"names={names!r}: expected names among {', '.join(ALL)}")
-    wrapped: dict[str, Any] = {}
-    for name in names:
-        if name == "comm":
-            wrapped["comm"] = lambda: BoundedComm(probes.comm(), seconds)
-        else:
-            wrapped[name] = _deadline(name, seconds, getattr(probes, name))
-    return attrs.evolve(probes, **wrapped)
+    return attrs.evolve(probes, **{name: bound(name, getattr(probes, name), seconds) for name in names})
 
 
-def _deadline(name: str, seconds: float, probe: Callable[..., Any]) -> Callable[..., Any]:
+def bound(name: str, probe: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    """One probe whose answer is due within `seconds`; for `comm`, the collectives of what it returns."""
+    _check(seconds)
+    if name == "comm":
+        return lambda: BoundedComm(probe(), seconds)
+
     def ask(*args: Any) -> Any:
         return call(name, seconds, probe, *args)
 
     return ask
+
+
+def _check(seconds: float) -> None:
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, not {seconds!r}")

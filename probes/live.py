@@ -1,32 +1,64 @@
-"""The live probes. mpi4py and torch_xla are imported only when `comm()` or `xla()` is called."""
+"""The live probes, one function each; `probe(name)` gives one, bounded when asked to.
+
+Each imports what it needs when it is called: mpi4py (`comm`), torch_xla (`xla`), the socket
+module (`hostname`, `free_port`). A resolve that asks only `device_count` loads none of them.
+"""
 
 from __future__ import annotations
 
-import _socket  # the C module: `socket` would add a third of a resolve's start-up for two calls
 import os
 import stat
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from probes import Comm, Probes, XlaRuntime
 from resolver.errors import ProbeFailed
+
+if TYPE_CHECKING:
+    from probes import Comm, XlaRuntime
 
 __all__ = [
     "KFD_NODES",
     "MAX_FILE_BYTES",
+    "MAY_HANG",
+    "NAMES",
     "NVIDIA_GPUS",
-    "PROBES",
     "comm",
     "device_count",
     "free_port",
     "hostname",
+    "probe",
     "read_text",
     "which",
     "xla",
 ]
 
+NAMES = ("hostname", "comm", "xla", "free_port", "read_text", "which", "device_count")  # a Probes bundle's
+# hostname, free_port, which and device_count are kernel calls that cannot hang, and a thread costs
+# more than the call; xla must be asked from the thread that runs torch_xla
+MAY_HANG = ("read_text", "comm")
+
+
+def probe(name: str, *, timeout: float | None = None) -> Callable[..., Any]:
+    """The live probe `name`. With `timeout` (seconds), those that can hang are bounded by it.
+
+    Those are `MAY_HANG`: `read_text` (a rankfile on a hung NFS mount) and the collectives of
+    `comm` (see `probes.bounded`). `probes.system()` builds its bundle from these probes; `resolve`
+    asks them one at a time, with `timeout=120`.
+    """
+    if name not in NAMES:
+        raise ValueError(f"name={name!r}: expected one of {', '.join(NAMES)}")
+    function: Callable[..., Any] = globals()[name]
+    if timeout is None or name not in MAY_HANG:
+        return function
+    from probes.bounded import bound
+
+    return bound(name, function, float(timeout))
+
 
 def hostname() -> str:
     """This machine's host name, as the kernel has it."""
+    import _socket  # the C module: `socket` would add a third of a resolve's start-up for two calls
+
     try:
         return _socket.gethostname()
     except OSError as exc:  # pragma: no cover - the kernel always has a name
@@ -51,6 +83,8 @@ def free_port() -> int:
 
 
 def _pick_port() -> int:
+    import _socket
+
     try:
         sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
         try:
@@ -142,14 +176,3 @@ def xla() -> XlaRuntime:
         raise ProbeFailed("xla", f"importing torch_xla failed: {exc!r}") from exc
     result: Any = runtime
     return result  # type: ignore[no-any-return]
-
-
-PROBES = Probes(
-    hostname=hostname,
-    comm=comm,
-    xla=xla,
-    free_port=free_port,
-    read_text=read_text,
-    which=which,
-    device_count=device_count,
-)

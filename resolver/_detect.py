@@ -234,19 +234,17 @@ def _refuse_loopback(topology: Topology) -> None:
 
 
 class _LiveOnFirstUse:
-    """The live probes, made on the first question: a source that asks none (torchrun) imports none."""
+    """The live probes, each imported when it is first asked: a source that asks none (torchrun with a
+    visibility variable set) imports none, and one that asks `device_count` builds no bundle."""
 
-    __slots__ = ("_bundle",)
-
-    def __init__(self) -> None:
-        self._bundle: Probes | None = None
+    __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
-        if self._bundle is None:
-            from probes import system
+        from probes import live
 
-            self._bundle = system(timeout=PROBE_TIMEOUT)
-        return getattr(self._bundle, name)
+        if name not in live.NAMES:
+            raise AttributeError(f"the live probes have no probe {name!r}")
+        return live.probe(name, timeout=PROBE_TIMEOUT)
 
 
 def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology) -> dict[str, Any]:

@@ -511,7 +511,7 @@ def test_the_cli_says_the_same_in_text_and_json(
     source: str, variable: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     environ, fake, _ = SOURCES[source]
-    monkeypatch.setattr("probes.system", lambda **_: fake)
+    monkeypatch.setattr("probes.live.probe", lambda name, **_: getattr(fake, name))  # resolve's live probes
     bad = {**environ, variable: "1;$(id)"}
     assert main(["--source", source.partition(":")[0]], environ=bad) == 2
     err = capsys.readouterr().err

@@ -29,6 +29,43 @@ def test_import_and_resolve_stay_light() -> None:
     assert "probes.nonblocking" not in modules  # the MPI polling code: only once a comm is asked
 
 
+TORCHRUN = {
+    "TORCHELASTIC_RUN_ID": "none",
+    "WORLD_SIZE": "2",
+    "RANK": "1",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29500",
+}
+
+
+def test_a_resolve_imports_its_source_and_the_probes_it_asks() -> None:
+    """A torchrun worker loads the torchelastic source and, to count devices, the live probes alone."""
+    modules = loaded_after(f"import resolver; resolver.resolve({TORCHRUN!r})")
+    ours = {m for m in modules if m.split(".")[0] in ("resolver", "probes")}
+    assert ours == {
+        "resolver",
+        "resolver._detect",
+        "resolver._devices",
+        "resolver.environ",
+        "resolver.errors",
+        "resolver.sources",
+        "resolver.sources._registry",
+        "resolver.sources.torchelastic",
+        "resolver.topology",
+        "probes",
+        "probes.live",  # device_count: no visibility variable is set
+    }
+    assert "_socket" not in modules  # only hostname and free_port need it
+
+
+def test_the_probe_bundle_is_built_only_when_asked_for() -> None:
+    modules = loaded_after("import os, resolver; resolver.resolve(os.environ)")
+    assert "probes._bundle" not in modules and "probes.bounded" not in modules
+    assert "probes._bundle" in loaded_after("import probes; probes.Probes")
+
+
 def test_every_public_name_is_exported() -> None:
     import resolver
 

@@ -112,9 +112,30 @@ def test_errors_inside_a_bounded_probe_pass_through() -> None:
         bounded(probes.fake(), 0)
 
 
-def test_resolve_uses_bounded_live_probes() -> None:
+def test_resolve_asks_each_live_probe_with_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, float | None]] = []
+
+    def probe(name: str, *, timeout: float | None = None) -> object:
+        asked.append((name, timeout))
+        answers = {"free_port": lambda: 29999, "device_count": lambda: 0, "which": lambda _: None}
+        return answers[name]
+
+    monkeypatch.setattr(live, "probe", probe)
     t = resolver.resolve({})
-    assert t.provenance["main_port"] == "probe:free_port"
+    assert (t.main_port, t.provenance["main_port"]) == (29999, "probe:free_port")
+    assert asked and {timeout for _, timeout in asked} == {120.0}
+    assert {name for name, _ in asked} <= {"free_port", "device_count", "which", "hostname"}
+
+
+def test_a_live_probe_is_bounded_only_where_it_can_hang() -> None:
+    assert live.probe("hostname", timeout=5) is live.hostname  # a kernel call: no thread
+    assert live.probe("device_count", timeout=5) is live.device_count
+    assert live.probe("read_text", timeout=5) is not live.read_text  # a hung NFS mount: a deadline
+    assert live.probe("read_text") is live.read_text  # no timeout: the function itself
+    with pytest.raises(ValueError, match="name='nope': expected one of hostname, comm"):
+        live.probe("nope")
+    with pytest.raises(ValueError, match=r"seconds must be > 0, not 0\.0"):
+        live.probe("comm", timeout=0)
 
 
 # -- probes.system(timeout=...) and the polled collectives ------------------------------------------
