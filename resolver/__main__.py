@@ -12,13 +12,9 @@ makes them errors.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import shutil
-import signal
 import sys
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +22,16 @@ from resolver import __version__
 from resolver._apply import environment
 from resolver._detect import ALLOW_LOOPBACK, resolve
 from resolver._devices import bind
-from resolver._explain import Explanation, explain
-from resolver._torchrun import render_torchrun
-from resolver._validate import validate
 from resolver.environ import check_integer, check_port
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, TopologyError
 from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST
 from resolver.topology import Topology
 
+# A format, an option or a command imports what only it uses (json, textwrap, signal, explain,
+# validate, the torchrun renderer), so that `--format env` loads no more than it needs.
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver._explain import Explanation
 
 __all__ = ["RENDERERS", "main", "main_exit", "parse_env_file", "render_env", "render_json", "render_text"]
 
@@ -294,6 +290,8 @@ def render_env(topology: Topology) -> str:
 
 
 def render_text(topology: Topology) -> str:
+    import json
+
     lines = [str(topology)]
     for name, value in topology.to_dict().items():
         if name in ("schema", "provenance", "warnings", "source") or value is None:
@@ -303,12 +301,17 @@ def render_text(topology: Topology) -> str:
 
 
 def render_json(topology: Topology) -> str:
+    import json
+
     return json.dumps(topology.to_dict(), indent=2) + "\n"
 
 
 def _wrapped(explanation: Explanation, prefix: str = "") -> str:
     """The explanation, each line wrapped to the terminal's width (`COLUMNS` when set); into a pipe
     or a file, one line per candidate, for grep."""
+    import shutil
+    import textwrap
+
     if "COLUMNS" not in os.environ and not sys.stdout.isatty():
         return "".join(f"{prefix}{line}\n" for line in str(explanation).splitlines())
     width = max(40, shutil.get_terminal_size((80, 24)).columns - 1) - len(prefix)
@@ -326,6 +329,8 @@ def _text(topology: Topology, explanation: Explanation | None) -> str:
 def _json(topology: Topology, explanation: Explanation | None) -> str:
     if explanation is None:
         return render_json(topology)
+    import json
+
     return json.dumps({"explain": explanation.to_dict(), "topology": topology.to_dict()}, indent=2) + "\n"
 
 
@@ -338,6 +343,8 @@ def _exports(changes: Mapping[str, str]) -> str:
 
 
 def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
+    from resolver._torchrun import render_torchrun
+
     arguments = render_torchrun(topology)
     if explanation is not None:  # stdout holds only the arguments
         sys.stderr.write(_wrapped(explanation))
@@ -409,6 +416,8 @@ def _resolve(
         raise InvalidSettings("--devices and --num-nodes go together: give both to validate")
     topology = resolve(environ, probes, source=args.source, strict=args.strict, allow_loopback=args.allow_loopback)
     if args.devices is not None:
+        from resolver._validate import validate
+
         validate(topology, devices=args.devices, num_nodes=args.num_nodes)
     return topology, environ
 
@@ -417,6 +426,8 @@ def _fail(exc: TopologyError, as_json: bool = False) -> int:
     first, *rest = str(exc).splitlines() or [""]
     print(f"error: {first}", *rest, sep="\n", file=sys.stderr)
     if as_json:
+        import json
+
         _write(json.dumps({"error": exc.to_dict()}) + "\n")
     return 2
 
@@ -440,8 +451,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return _exec(run, arguments[1:], env)
         args = top.parse_args(arguments)
         try:
-            explanation = None
+            explanation: Explanation | None = None
             if args.explain:
+                from resolver._explain import explain
+
                 explanation = explain(parse_env_file(args.env_file) if args.env_file else env, source=args.source)
             topology, resolved = _resolve(args, env)
             _warn(topology)
@@ -493,6 +506,8 @@ def _replace(program: list[str], environ: dict[str, str]) -> int:
     """exec PROGRAM with `environ` (this process becomes it); if that fails, one line and 2."""
     sys.stdout.flush()
     sys.stderr.flush()
+    import signal
+
     # Python ignores SIGPIPE and SIGXFSZ; an exec'd program must get the defaults a shell would give it
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):

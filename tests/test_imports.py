@@ -11,7 +11,7 @@ HEAVY = ("torch", "mpi4py", "torch_xla", "numpy", "importlib.metadata", "argpars
 
 
 def loaded_after(code: str) -> set[str]:
-    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    probe = f"import sys\n{code}\nloaded = sorted(sys.modules)\nimport json\nprint(json.dumps(loaded))"
     out = subprocess.run(
         [sys.executable, "-c", probe],
         capture_output=True,
@@ -64,6 +64,21 @@ def test_the_probe_bundle_is_built_only_when_asked_for() -> None:
     modules = loaded_after("import os, resolver; resolver.resolve(os.environ)")
     assert "probes._bundle" not in modules and "probes.bounded" not in modules
     assert "probes._bundle" in loaded_after("import probes; probes.Probes")
+
+
+COMMAND = """import runpy, sys
+sys.argv = ["cluster-topology", {}]
+try:
+    runpy.run_module("resolver", run_name="__main__")
+except SystemExit:
+    pass"""
+
+
+def test_the_command_loads_what_its_format_needs() -> None:
+    env_format = loaded_after(f"import os; os.environ.update({TORCHRUN!r})\n" + COMMAND.format("'--format', 'env'"))
+    unused = {"json", "textwrap", "signal", "resolver._explain", "resolver._validate", "resolver._torchrun"}
+    assert not unused & env_format
+    assert {"json", "textwrap", "resolver._explain"} <= loaded_after(COMMAND.format("'--explain'"))
 
 
 def test_every_public_name_is_exported() -> None:
