@@ -36,6 +36,7 @@ from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources._binding import DeviceBinding
 
 __all__ = [
     "JOB_FIELDS",
@@ -64,6 +65,19 @@ __all__ = [
 Environ = Mapping[str, str]
 
 
+def __getattr__(name: str) -> Any:
+    # only a launcher that binds devices (SLURM) makes a DeviceBinding: its class is built on first use
+    if name == "DeviceBinding":
+        from resolver.sources._binding import DeviceBinding
+
+        return DeviceBinding
+    raise AttributeError(f"module 'resolver.sources' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 def _names(variables: Iterable[str]) -> tuple[str, ...]:
     return tuple(variables)
 
@@ -83,20 +97,6 @@ class Detection:
 
     def __bool__(self) -> bool:
         return self.matched
-
-
-@attrs.frozen
-class DeviceBinding:
-    """A launcher's binding of accelerators to this process, from `variable` (e.g. SLURMD_TRES_BIND).
-
-    `own` is how many devices the launcher gave this process alone (SLURM `--gpus-per-task=2`: 2),
-    or None when the binding does not say that the process's devices are its own (`--gpu-bind=closest`).
-    A launcher module exposes `device_binding(environ) -> DeviceBinding | None`, listed in the
-    registry's `DEVICE_BINDINGS`; resolver/_devices.py consults it for any source.
-    """
-
-    variable: str
-    own: int | None
 
 
 @runtime_checkable

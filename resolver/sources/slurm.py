@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
-from resolver.sources import Builder, Detection, DeviceBinding, JobFacts, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources import DeviceBinding
 
 __all__ = [
     "DEFAULT_PORT",
@@ -168,6 +169,8 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     raw = environ.get("SLURMD_TRES_BIND")
     if raw is None:
         return None
+    from resolver.sources import DeviceBinding  # built on first use (see the kit)
+
     expected = "gpu:BINDING as srun writes it for --gpu-bind or --gpus-per-task (gpu:per_task:N with N >= 1)"
     options = [option for option in raw.removeprefix("gpu:").split(",") if option != "verbose"]
     if not raw.startswith("gpu:") or not options or not options[0]:
