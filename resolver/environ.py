@@ -31,19 +31,20 @@ __all__ = [
 Environ = Mapping[str, str]
 
 MAX_DIGITS = 18  # any rank, size or job id fits; anything longer is garbage, refused before int()
-_DIGITS = re.compile(f"[0-9]{{1,{MAX_DIGITS}}}")
 
+# The patterns are compiled by `re` when first matched (its cache keeps them), so a process pays only
+# for the kinds of value it checks: a torchrun worker given an IPv4 MASTER_ADDR compiles no host name.
+#
 # An address is a host name (RFC 1123: dot-separated labels of letters, digits and inner hyphens,
 # each 1..63 characters, 253 in all), an IPv4 address in dotted-quad form, or an IPv6 address.
 # A name whose labels are all digits is an IPv4 address or nothing ("1.2.3" and "999.1.1.1" are
 # refused). IPv6 may come in brackets, as in a URL: check_address returns it without them. A zone
 # id ("%eth0") is kept, and only on a link-local address (fe80::/10), the only kind that needs one.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
-_NUMERIC = re.compile(r"[0-9.]+")
-_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_NUMERIC = r"[0-9.]+"
+_ZONE = r"[A-Za-z0-9_.-]{1,64}"
 _ADDRESS_EXPECTED = (
     "a host name (RFC 1123 labels: letters, digits, inner '-', joined by '.'), an IPv4 address, "
     "or an IPv6 address (brackets allowed; a %zone only on a link-local fe80::/10 address)"
@@ -72,8 +73,9 @@ def check_integer(name: str, raw: str, minimum: int = 0, maximum: int | None = N
     """The value `raw` of variable `name` as a decimal integer in range, else InvalidVariable."""
     if not expected:
         expected = f"a decimal integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
-    if not _DIGITS.fullmatch(raw):
-        if raw.isascii() and raw.isdigit():  # digits, but more than any launcher writes
+    digits = raw.isascii() and raw.isdigit()  # an ASCII string's digits are exactly 0-9
+    if not digits or len(raw) > MAX_DIGITS:
+        if digits:  # digits, but more than any launcher writes
             expected = f"{expected}, at most {MAX_DIGITS} digits"
         raise InvalidVariable(name, raw, expected)
     value = int(raw)
@@ -121,7 +123,7 @@ def _ipv6(text: str) -> bool:
         parsed = ipaddress.IPv6Address(address)
     except ValueError:
         return False
-    return not sep or (parsed.is_link_local and _ZONE.fullmatch(zone) is not None)
+    return not sep or (parsed.is_link_local and re.fullmatch(_ZONE, zone) is not None)
 
 
 def is_address(text: object) -> bool:
@@ -130,9 +132,14 @@ def is_address(text: object) -> bool:
         return False
     if ":" in text:
         return text.isascii() and _ipv6(text)
-    if _NUMERIC.fullmatch(text):
-        return _IPV4.fullmatch(text) is not None
-    return _HOST_NAME.fullmatch(text) is not None
+    if _is_numeric(text):
+        return re.fullmatch(_IPV4, text) is not None
+    return len(text) <= 253 and all(re.fullmatch(_LABEL, label) for label in text.split("."))
+
+
+def _is_numeric(text: str) -> bool:
+    """Digits and dots only: an IPv4 address, or no address at all."""
+    return re.fullmatch(_NUMERIC, text) is not None
 
 
 def check_address(name: str, raw: str) -> str:
@@ -151,8 +158,10 @@ def is_loopback(address: str) -> bool:
     if lowered == "localhost" or lowered.endswith(".localhost"):
         return True
     if ":" not in address:  # IPv4: 127.0.0.0/8 or 0.0.0.0; a name other than localhost is not known here
-        octets = address.split(".") if _IPV4.fullmatch(address) else []
-        return bool(octets) and (int(octets[0]) == 127 or all(int(octet) == 0 for octet in octets))
+        if not (_is_numeric(address) and re.fullmatch(_IPV4, address)):
+            return False
+        octets = address.split(".")
+        return int(octets[0]) == 127 or all(int(octet) == 0 for octet in octets)
     import ipaddress  # lazily: only an IPv6 address pays for the module
 
     try:
