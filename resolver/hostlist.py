@@ -65,7 +65,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple, cast
+from typing import cast
 
 from resolver.errors import HostlistSyntaxError, shown
 from resolver.errors import count as count_text
@@ -83,20 +83,27 @@ _SEPARATORS = ", \t\n"
 _SEPARATOR_RUN = re.compile(r"[, \t\n]+")
 _TEXT = re.compile(r"[^\[\],\s]+")  # \s on str patterns is exactly str.isspace()
 _NUMBER = re.compile(r"[0-9]+")
-_NOT_A_NAME = re.compile(r"[\[\],\s]")
+_NOT_A_NAME = r"[\[\],\s]"  # compress() only: compiled by `re` when first searched
 
 # A number range is one (start, end, width) triple; a group is the ranges between one pair of brackets.
 _Range = tuple[int, int, int]
 _Group = tuple[_Range, ...]
 
 
-class _Item(NamedTuple):
-    """One top-level item: ``texts[0] group[0] texts[1] ... group[-1] texts[-1]``."""
+class _Item:
+    """One top-level item: ``texts[0] group[0] texts[1] ... group[-1] texts[-1]``.
 
-    texts: tuple[str, ...]  # always one more than groups; pieces may be ""
-    groups: tuple[_Group, ...]
-    sizes: tuple[int, ...]  # number of values in each group
-    size: int  # number of hosts: the product of sizes
+    A plain slotted class: the parser's private value needs no tuple behaviour, and a NamedTuple
+    builds its class with `exec` at import (SLURM's resolve imports this module).
+    """
+
+    __slots__ = ("groups", "size", "sizes", "texts")
+
+    def __init__(self, texts: tuple[str, ...], groups: tuple[_Group, ...], sizes: tuple[int, ...], size: int) -> None:
+        self.texts = texts  # always one more than groups; pieces may be ""
+        self.groups = groups
+        self.sizes = sizes  # number of values in each group
+        self.size = size  # number of hosts: the product of sizes
 
 
 # --------------------------------------------------------------------------------------------- parser
@@ -332,7 +339,7 @@ def _split(name: str) -> tuple[str, str, int | None]:
     """A host name as (text before its trailing number, the number's digits, their value or None)."""
     if not isinstance(name, str):
         raise TypeError(f"host names are str, not {type(name).__name__}: {shown(name)}")
-    if not name or _NOT_A_NAME.search(name):
+    if not name or re.search(_NOT_A_NAME, name):
         raise ValueError(
             f"host name {shown(name)} cannot be written in a hostlist: "
             "it must be non-empty, without '[', ']', ',' or whitespace"

@@ -76,7 +76,7 @@ STEP_STRIDE = 7919  # prime to 10000: steps 0..9999 of one job get distinct port
 HOSTFILE = "SLURM_HOSTFILE"
 
 
-_TASKS_ITEM = re.compile(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?")
+_TASKS_ITEM = r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?"  # compiled by `re` when a task list is first read
 
 
 def parse_tasks_per_node(variable: str, text: str) -> list[tuple[int, int]]:
@@ -84,7 +84,7 @@ def parse_tasks_per_node(variable: str, text: str) -> list[tuple[int, int]]:
     expected = "a SLURM tasks-per-node list such as 4(x2),2,1"
     groups = []
     for item in text.split(","):
-        match = _TASKS_ITEM.fullmatch(item)
+        match = re.fullmatch(_TASKS_ITEM, item)
         if not match:
             raise InvalidVariable(variable, text, expected)
         tasks, repeat = int(match[1]), int(match[2] or 1)
