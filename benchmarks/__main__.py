@@ -16,26 +16,27 @@ HERE = Path(__file__).resolve().parent
 RUNS = [
     (
         "start-up in instructions (valgrind callgrind): import + one resolve, and the CLI, vs import attrs",
-        ["bench_callgrind.py"],
+        ["bench_callgrind"],
     ),
     (
         "start-up: import + one resolve, vs import attrs, python -c pass and Lightning",
-        ["bench_startup.py", "--runs", "30"],
+        ["bench_startup", "--runs", "30"],
     ),
-    ("in process: one resolve per source vs Lightning's classes", ["bench_inprocess.py"]),
-    ("hostlists: expand/count/first/compress, 10^3..10^6 hosts, vs python-hostlist", ["bench_hostlist.py"]),
-    ("MPI: resolve at 2, 4, 8 ranks vs one allgather of hostnames", ["bench_mpi.py", "--ranks", "2", "4", "8"]),
+    ("in process: one resolve per source vs Lightning's classes", ["bench_inprocess"]),
+    ("hostlists: expand/count/first/compress, 10^3..10^6 hosts, vs python-hostlist", ["bench_hostlist"]),
+    ("MPI: resolve at 2, 4, 8 ranks vs one allgather of hostnames", ["bench_mpi", "--ranks", "2", "4", "8"]),
 ]
 
 
 def main() -> int:
     failed = 0
-    for title, (script, *args) in RUNS:
+    for title, (module, *args) in RUNS:
         print(f"\n## {title}\n", flush=True)
-        if script == "bench_mpi.py" and shutil.which("mpirun") is None:
+        if module == "bench_mpi" and shutil.which("mpirun") is None:
             print("(skipped: mpirun not on PATH)")
             continue
-        failed += subprocess.run([sys.executable, str(HERE / script), *args], check=False).returncode != 0
+        command = [sys.executable, "-m", f"benchmarks.{module}", *args]  # each imports its siblings as benchmarks.*
+        failed += subprocess.run(command, cwd=HERE.parent, check=False).returncode != 0
     return 1 if failed else 0
 
 

@@ -1,6 +1,6 @@
 """Benchmark resolver.hostlist against python-hostlist, side by side in one run.
 
-    python benchmarks/bench_hostlist.py [--quick]
+    python -m benchmarks.bench_hostlist [--quick]
 
 For each list shape (simple ``n[1-N]``, zero-padded ``n[0000001-N]``, two-dimensional
 ``rack[1-R]-node[0001-C]``) and N in 10**3 .. 10**6 it times expand (into a list), count, first and

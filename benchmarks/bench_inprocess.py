@@ -1,6 +1,6 @@
 """In one process: one `resolve` per source vs reading the same properties from Lightning's classes.
 
-    python benchmarks/bench_inprocess.py [--number 2000]
+    python -m benchmarks.bench_inprocess [--number 2000]
 
 Both read the same mapping (Lightning reads os.environ, so the mapping is installed there for the
 run). Lightning's SLURM and LSF classes write MASTER_ADDR/MASTER_PORT as a side effect of reading

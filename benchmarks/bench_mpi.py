@@ -1,6 +1,6 @@
 """Cost of resolving under a real mpirun, side by side with one bare allgather of the hostnames.
 
-    python benchmarks/bench_mpi.py [--ranks 2 4 8] [--repeats 300]
+    python -m benchmarks.bench_mpi [--ranks 2 4 8] [--repeats 300]
 
 For each world size it starts `mpirun -n N --oversubscribe` (Open MPI; as root it sets the two
 OMPI_ALLOW_RUN_AS_ROOT variables) running this file in rank mode. With MPI already initialised,

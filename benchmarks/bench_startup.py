@@ -1,6 +1,6 @@
 """Whole-process cost of `import resolver` + one resolve, side by side with its floor.
 
-    python benchmarks/bench_startup.py [--runs 40]
+    python -m benchmarks.bench_startup [--runs 40]
 
 Every command is run in interleaved rounds (so machine noise hits all alike); the table gives
 the minimum and median wall time and the ratio of each to the floor `python -c "import attrs"`
