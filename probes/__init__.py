@@ -37,8 +37,8 @@ def system(*, timeout: float | None = None) -> Probes:
 
     With `timeout` (seconds), a file read and every MPI collective must finish within it, else
     `ProbeFailed` (the other live probes are kernel calls that cannot hang); see
-    `probes.bounded`, which also bounds probes of your own. `resolve(environ)` uses
-    `system(timeout=120)`.
+    `probes.bounded`, which also bounds probes of your own. `resolve(environ)` asks the same live
+    probes, bounded the same way with 120 s, one at a time as it needs them (`probes.live.probe`).
     """
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
         raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HEAVY = ("torch", "mpi4py", "torch_xla", "numpy", "importlib.metadata", "argparse")
 
 
@@ -40,23 +42,43 @@ TORCHRUN = {
 }
 
 
-def test_a_resolve_imports_its_source_and_the_probes_it_asks() -> None:
-    """A torchrun worker loads the torchelastic source and, to count devices, the live probes alone."""
-    modules = loaded_after(f"import resolver; resolver.resolve({TORCHRUN!r})")
+SRUN_TASK = {
+    "SLURM_JOB_ID": "10",
+    "SLURM_STEP_ID": "0",
+    "SLURM_NTASKS": "4",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURM_NNODES": "2",
+    "SLURM_NODELIST": "ci[1-2]",
+    "SLURM_TASKS_PER_NODE": "2(x2)",
+    "SLURM_STEP_NODELIST": "ci[1-2]",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_NUM_NODES": "2",
+}
+CORE = {  # what every resolve loads: the facade, the engine, the kit, the record, the device rule
+    "resolver",
+    "resolver._detect",
+    "resolver._devices",
+    "resolver.environ",
+    "resolver.errors",
+    "resolver.sources",
+    "resolver.sources._registry",
+    "resolver.topology",
+}
+
+
+@pytest.mark.parametrize(
+    ("environ", "source_modules"),
+    [(TORCHRUN, {"resolver.sources.torchelastic"}), (SRUN_TASK, {"resolver.sources.slurm", "resolver.hostlist"})],
+    ids=["torchrun", "srun"],
+)
+def test_a_resolve_imports_its_source_and_the_probes_it_asks(environ: dict[str, str], source_modules: set[str]) -> None:
+    """A worker loads its source and, to count devices (no visibility variable is set), the live probes alone."""
+    modules = loaded_after(f"import resolver; resolver.resolve({environ!r})")
     ours = {m for m in modules if m.split(".")[0] in ("resolver", "probes")}
-    assert ours == {
-        "resolver",
-        "resolver._detect",
-        "resolver._devices",
-        "resolver.environ",
-        "resolver.errors",
-        "resolver.sources",
-        "resolver.sources._registry",
-        "resolver.sources.torchelastic",
-        "resolver.topology",
-        "probes",
-        "probes.live",  # device_count: no visibility variable is set
-    }
+    assert ours == CORE | source_modules | {"probes", "probes.live"}
     assert "_socket" not in modules  # only hostname and free_port need it
 
 
