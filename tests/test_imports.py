@@ -99,7 +99,8 @@ except SystemExit:
 def test_the_command_loads_what_its_format_needs() -> None:
     env_format = loaded_after(f"import os; os.environ.update({TORCHRUN!r})\n" + COMMAND.format("'--format', 'env'"))
     unused = {"json", "textwrap", "signal", "resolver._explain", "resolver._validate", "resolver._torchrun"}
-    assert not unused & env_format
+    already = loaded_after("import argparse, attrs, runpy")  # e.g. attrs loads signal on Python 3.10
+    assert not unused & (env_format - already)
     assert {"json", "textwrap", "resolver._explain"} <= loaded_after(COMMAND.format("'--explain'"))
 
 
