@@ -289,7 +289,7 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         probes.fake(),
         {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, "NHOSTS": COUNT, **ENDPOINT_KINDS},
     ),
-    "mpi:openmpi-in-gridengine": (  # one node: the port from JOB_ID, the address from PE_HOSTFILE, no comm
+    "mpi:openmpi-in-gridengine": (  # one node, this one: port from JOB_ID, address from PE_HOSTFILE, no comm
         {
             "OMPI_COMM_WORLD_RANK": "3",
             "OMPI_COMM_WORLD_SIZE": "4",
@@ -302,7 +302,7 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "PE": "mpi",
             "PE_HOSTFILE": PE_HOSTFILE,
         },
-        probes.fake(files={PE_HOSTFILE: "node1 4 all.q@node1 UNDEFINED\n"}),
+        probes.fake(hostname="node1", files={PE_HOSTFILE: "node1 4 all.q@node1 UNDEFINED\n"}),
         {"JOB_ID": COUNT, "SGE_TASK_ID": COUNT, "RESTARTED": INDEX, **ENDPOINT_KINDS},
     ),
     "kubeflow_trainer": (

@@ -31,7 +31,7 @@ from resolver.environ import (
     present,
     text,
 )
-from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed
+from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed, shown
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -58,8 +58,11 @@ __all__ = [
     "present",
     "read_job_facts",
     "registered",
+    "same_host",
     "scheduler_endpoint",
+    "short_host",
     "text",
+    "this_host",
 ]
 
 Environ = Mapping[str, str]
@@ -236,6 +239,30 @@ def read_job_facts(environ: Environ, table: tuple[tuple[str, str], ...], *, rest
         if count is not None:
             facts["restart_count"] = (count, f"env:{restart}")
     return facts
+
+
+def this_host(probes: Probes) -> str:
+    """This host's name, from the hostname probe; `ProbeFailed` if it answers anything but a non-empty str."""
+    name = probes.hostname()
+    if not isinstance(name, str) or not name:
+        raise ProbeFailed("hostname", f"answered {shown(name)}: expected a non-empty str")
+    return name
+
+
+def short_host(name: str) -> str | None:
+    """The first label of a host name, lower-cased; None for an IP address, which has no short form."""
+    if ":" in name:
+        return None
+    label = name.split(".", 1)[0]
+    if not label or (label.isascii() and label.isdigit()):  # `10` of 10.0.0.1 names no host
+        return None
+    return label.lower()
+
+
+def same_host(name: str, other: str) -> bool:
+    """Whether two names name one host: equal, or with the same short name (`node1`, `NODE1.cluster`)."""
+    short = short_host(name)
+    return name == other or (short is not None and short == short_host(other))
 
 
 def registered(*, auto_only: bool = False) -> tuple[Source, ...]:

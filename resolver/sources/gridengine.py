@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts
+from resolver.sources import Builder, Detection, JobFacts, same_host, this_host
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -210,16 +210,19 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
 
 
 def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
-    """What Grid Engine gives the MPI ranks inside its job: the job's port, and on one node the first PE host.
+    """What Grid Engine gives the MPI ranks inside its job: the job's port, and on one node the first
+    PE host when it is this host.
 
     Across nodes the address is left to the MPI exchange, which the node ranks need anyway: a file
-    that only the master host has must not decide whether a rank joins a collective.
+    that only the master host has must not decide whether a rank joins a collective. On one node
+    that is another host (`mpirun -host node2`, with a spool that every host reads), the first PE
+    host runs none of the ranks, so the exchange decides there too.
     """
     if not in_job(environ):
         return {}
     found: JobFacts = {"main_port": default_port(environ)}
     host = main_host(environ, probes) if one_node else None
-    if host is not None:
+    if host is not None and same_host(this_host(probes), host[0]):
         found["main_address"] = host
     return found
 

@@ -18,14 +18,13 @@ sharing a node do not all pick one port, and records `array_job_id`/`array_task_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts, same_host, short_host, this_host
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -56,17 +55,6 @@ RANK_VARIABLES = (  # (field, variable, what jsrun means by it, minimum)
 PORT_BASE = 10000  # Lightning's formula: LSB_JOBID % 1000 + 10000, the same on every rank
 INDEX = "LSB_JOBINDEX"  # a job array element's index; 0 (or unset) for a job that is not an array
 _PREVIEW = 5  # compute hosts quoted when this host is not among them
-_NOT_A_NAME = re.compile(r"[0-9]+")  # an IPv4 address's first label
-
-
-def _short(name: str) -> str | None:
-    """The first label of a host name, lower-cased; None for IP addresses, which have no short form."""
-    if ":" in name:
-        return None
-    label = name.split(".", 1)[0]
-    if not label or _NOT_A_NAME.fullmatch(label):
-        return None
-    return label.lower()
 
 
 def compute_hosts(text: str, path: str) -> tuple[str, dict[str, int]]:
@@ -102,10 +90,10 @@ def match_host(hostname: str, index: Mapping[str, int], path: str) -> str | None
     """The rankfile entry that is this host: the exact name, else the unique one with its short name."""
     if hostname in index:
         return hostname
-    short = _short(hostname)
+    short = short_host(hostname)
     if short is None:
         return None
-    found = [host for host in index if _short(host) == short]
+    found = [host for host in index if short_host(host) == short]
     if len(found) > 1:
         raise InvalidVariable(
             RANKFILE,
@@ -202,13 +190,10 @@ class Lsf:
                 "part of the job's hosts, so num_nodes is unknown and node ranks follow the rankfile"
             )
 
-        hostname = probes.hostname()
-        if not isinstance(hostname, str) or not hostname:
-            raise ProbeFailed("hostname", f"answered {shown(hostname)}: expected a non-empty str")
+        hostname = this_host(probes)
         entry = match_host(hostname, index, path)
         if entry is None:
-            short = _short(hostname)
-            if hostname == launch or (short is not None and short == _short(launch)):
+            if same_host(hostname, launch):
                 expected = (
                     f"a rankfile listing this host {hostname!r} as a compute host; it is the launch node "
                     f"(the first line), which runs no task: start the program with jsrun"

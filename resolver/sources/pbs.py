@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts
+from resolver.sources import Builder, Detection, JobFacts, same_host, this_host
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -204,10 +204,6 @@ def _read_hosts(environ: Mapping[str, str], probes: Probes) -> list[str] | None:
     return node_hosts(text, path)
 
 
-def _short(name: str) -> str:
-    return name.split(".", 1)[0].lower()
-
-
 def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:
     """The first host of ``PBS_NODEFILE`` and its origin, when it is this host; None otherwise.
 
@@ -220,11 +216,8 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     hosts = _read_hosts(environ, probes)
     if hosts is None:
         return None
-    hostname = probes.hostname()
-    if not isinstance(hostname, str) or not hostname:
-        raise ProbeFailed("hostname", f"answered {shown(hostname)}: expected a non-empty str")
     first = hosts[0]
-    if hostname != first and _short(hostname) != _short(first):
+    if not same_host(this_host(probes), first):
         return None
     return first, f"formula:first host of {HOSTFILE} ({environ[HOSTFILE]}), this host"
 

@@ -164,8 +164,8 @@ def test_hydra_ranks_in_a_pe_are_mpi(rank: int) -> None:
 
 
 def on_master_host(environ: dict[str, str], text: str) -> probes.Probes:
-    """The probes of a rank on the master host: its PE_HOSTFILE is there, and nothing else is asked."""
-    return probes.fake(files={environ["PE_HOSTFILE"]: text})
+    """The probes of a rank on the master host (the PE_HOSTFILE's first host), where that file is."""
+    return probes.fake(hostname=text.split(maxsplit=1)[0], files={environ["PE_HOSTFILE"]: text})
 
 
 @pytest.mark.parametrize(
@@ -226,6 +226,19 @@ def test_one_node_without_the_file_takes_the_exchange_on_every_rank() -> None:
     processes = tuple(attrs.evolve(p, environ={**p.environ, **TWO_HOSTS}) for p in job)
     found = attrs.evolve(job, processes=processes).resolve()
     assert {(t.main_address, t.main_port) for t in found} == {("node2", port(4711))}
+
+
+def test_one_node_off_the_master_host_takes_the_exchange_where_every_host_reads_the_file() -> None:
+    """mpirun -host node2 inside a job whose master host is node1, with a spool every host reads: the
+    first PE host runs no rank, so it must not be the main address (the ranks would wait there)."""
+    job = rt.openmpi_job(np=2, hosts=("node2",), slots=2)
+    shared = {TWO_HOSTS["PE_HOSTFILE"]: HOSTFILE}  # node1 first
+    processes = tuple(attrs.evolve(p, environ={**p.environ, **TWO_HOSTS}, files=shared) for p in job)
+    found = attrs.evolve(job, processes=processes).resolve()
+    assert {(t.main_address, t.main_port) for t in found} == {("node2", port(4711))}
+    assert {t.provenance["main_address"] for t in found} != {
+        f"formula:first host of PE_HOSTFILE ({TWO_HOSTS['PE_HOSTFILE']})"
+    }
 
 
 @pytest.mark.parametrize(

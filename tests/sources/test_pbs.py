@@ -175,6 +175,10 @@ def test_main_host_only_on_the_mother_superior() -> None:
     )
     assert pbs.main_host(env, probes.fake(hostname="node2", files=files)) is None
     assert pbs.main_host(env, probes.fake(hostname="node1", files={})) is None
+    by_address = rt.PbsLaunch(hosts=("10.0.0.1", "10.0.0.2"))  # a node file of addresses: no short names
+    env, files = by_address.script_variables(), {by_address.nodefile_path: by_address.nodefile()}
+    assert pbs.main_host(env, probes.fake(hostname="10.0.0.2", files=files)) is None
+    assert pbs.main_host(env, probes.fake(hostname="10.0.0.1", files=files)) is not None
     assert pbs.main_endpoint(env, probes.fake(), one_node=False) == {"main_port": pbs.default_port(env)}
     assert pbs.main_endpoint({}, probes.fake(), one_node=True) == {}
 

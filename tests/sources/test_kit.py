@@ -1,0 +1,44 @@
+"""The kit's host helpers, shared by LSF, PBS and Grid Engine: which host is this one."""
+
+from __future__ import annotations
+
+import pytest
+
+import probes
+from resolver import ProbeFailed
+from resolver.sources import same_host, short_host, this_host
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("node1", "node1"),
+        ("NODE1.cluster.local", "node1"),
+        ("10.0.0.1", None),  # an IPv4 address has no short form: its first label names no host
+        ("fe80::1", None),
+        ("n01-ib.example", "n01-ib"),
+    ],
+)
+def test_short_host(name: str, short: str | None) -> None:
+    assert short_host(name) == short
+
+
+@pytest.mark.parametrize(
+    ("name", "other", "same"),
+    [
+        ("node1", "node1", True),
+        ("node1", "NODE1.cluster", True),
+        ("node1.a", "node1.b", True),  # one short name: the resolver cannot tell domains apart
+        ("node1", "node10", False),
+        ("10.0.0.1", "10.0.0.1", True),
+        ("10.0.0.1", "10.0.0.2", False),  # not "10" == "10"
+    ],
+)
+def test_same_host(name: str, other: str, same: bool) -> None:
+    assert same_host(name, other) is same and same_host(other, name) is same
+
+
+def test_this_host_refuses_an_answer_that_names_no_host() -> None:
+    assert this_host(probes.fake(hostname="node1")) == "node1"
+    with pytest.raises(ProbeFailed, match=r"hostname.*expected a non-empty str"):
+        this_host(probes.fake(hostname=""))
