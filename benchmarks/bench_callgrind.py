@@ -1,14 +1,14 @@
 """Start-up cost in instructions, side by side with `python -c "import attrs"` (the one runtime dependency).
 
-    python -m benchmarks.bench_callgrind
+    python -m benchmarks.bench_callgrind      (or: python benchmarks/bench_callgrind.py)
 
 Each command runs once under `valgrind --tool=callgrind` and the table gives the instructions it
 executed (callgrind's `Ir` total) and their ratio to the floor. A plain run before it compiles any
 module edited since its last import to .pyc, outside the measured run. Instruction counts do not
 move with the load of a noisy machine, unlike wall time, and with the hash seed fixed a second run
 gives the same counts. Every command runs with the same small environment (PATH, HOME, PYTHONPATH,
-PYTHONHASHSEED=0) plus the launcher's variables, so site-packages and `.pth` files cost the same on
-both sides. Nothing is asserted.
+PYTHONHASHSEED=0) plus the launcher's variables, in the same empty working folder, so site-packages,
+`.pth` files and the folder it is started from cost the same on both sides. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script, too: python benchmarks/bench_callgrind.py
 
 from benchmarks.bench_startup import SLURM, TORCHRUN
 
@@ -35,7 +37,9 @@ CASES = [  # (name, arguments to python, launcher variables)
 GOALS = {"resolve": 1.12, "python -m resolver": 1.25}  # issue 14's goals, as ratios to the floor
 
 
-def instructions(arguments: list[str], variables: dict[str, str]) -> int:
+def instructions(arguments: list[str], variables: dict[str, str], workdir: str) -> int:
+    """Callgrind's instruction total for `python ARGUMENTS`, started in `workdir` (an empty folder:
+    `python -c` puts the working folder first on sys.path, so what it holds is listed and searched)."""
     environ = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
@@ -45,12 +49,13 @@ def instructions(arguments: list[str], variables: dict[str, str]) -> int:
     }
     # once without valgrind first: a module edited since its last import is compiled to .pyc there,
     # not in the measured run
-    subprocess.run([sys.executable, *arguments], env=environ, capture_output=True, check=False)
+    subprocess.run([sys.executable, *arguments], env=environ, cwd=workdir, capture_output=True, check=False)
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, *arguments],
             env=environ,
+            cwd=workdir,
             capture_output=True,
             text=True,
             check=False,
@@ -67,7 +72,8 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): skipped")
         return 0
-    counts = {name: instructions(arguments, variables) for name, arguments, variables in CASES}
+    with tempfile.TemporaryDirectory() as workdir:
+        counts = {name: instructions(arguments, variables, workdir) for name, arguments, variables in CASES}
     floor = counts["import attrs (floor)"]
     print(f"{'command':<34} {'instructions':>14} {'vs attrs':>9}  goal")
     for name, count in counts.items():

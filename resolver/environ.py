@@ -43,7 +43,6 @@ MAX_DIGITS = 18  # any rank, size or job id fits; anything longer is garbage, re
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
-_NUMERIC = r"[0-9.]+"
 _ZONE = r"[A-Za-z0-9_.-]{1,64}"
 _ADDRESS_EXPECTED = (
     "a host name (RFC 1123 labels: letters, digits, inner '-', joined by '.'), an IPv4 address, "
@@ -139,7 +138,7 @@ def is_address(text: object) -> bool:
 
 def _is_numeric(text: str) -> bool:
     """Digits and dots only: an IPv4 address, or no address at all."""
-    return re.fullmatch(_NUMERIC, text) is not None
+    return text.isascii() and text.replace(".", "").isdigit()
 
 
 def check_address(name: str, raw: str) -> str:
