@@ -191,10 +191,12 @@ def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
 
 
 def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:
-    """The first host of ``PE_HOSTFILE`` and its origin; None where the file cannot be read.
+    """The first host of ``PE_HOSTFILE`` and its origin, when it is this host; None otherwise.
 
-    The file is written only on the master task's host: a rank elsewhere gets None and must take
-    rank 0's address from the MPI exchange. A file that is there but malformed is an error.
+    The master task's host, where Open MPI's and MPICH's launchers put rank 0. None where the file
+    cannot be read (it is written on the master host only), and None where this host (the hostname
+    probe) is another one: ranks that ``mpirun -host`` placed elsewhere, with a spool every host
+    reads, must not be sent to a host that runs none of them. A malformed file is an error.
     """
     path = environ.get(HOSTFILE)
     if not path or not in_job(environ):
@@ -206,23 +208,23 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     if not isinstance(text, str):
         raise ProbeFailed("read_text", f"answered {shown(text)} for {HOSTFILE}={path!r}: expected a str")
     first = pe_hosts(text, path)[0][0]
-    return first, f"formula:first host of {HOSTFILE} ({path})"
+    if not same_host(this_host(probes), first):
+        return None
+    return first, f"formula:first host of {HOSTFILE} ({path}), this host"
 
 
 def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
     """What Grid Engine gives the MPI ranks inside its job: the job's port, and on one node the first
-    PE host when it is this host.
+    PE host when it is this host (`main_host`).
 
     Across nodes the address is left to the MPI exchange, which the node ranks need anyway: a file
-    that only the master host has must not decide whether a rank joins a collective. On one node
-    that is another host (`mpirun -host node2`, with a spool that every host reads), the first PE
-    host runs none of the ranks, so the exchange decides there too.
+    that only the master host has must not decide whether a rank joins a collective.
     """
     if not in_job(environ):
         return {}
     found: JobFacts = {"main_port": default_port(environ)}
     host = main_host(environ, probes) if one_node else None
-    if host is not None and same_host(this_host(probes), host[0]):
+    if host is not None:
         found["main_address"] = host
     return found
 

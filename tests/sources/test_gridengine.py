@@ -192,7 +192,9 @@ def test_mpi_ranks_on_the_master_host_need_no_exchange(
             1,
         )
         assert (t.main_address, t.main_port) == ("vm", port(int(job_id)))
-        assert t.provenance["main_address"] == f"formula:first host of PE_HOSTFILE ({environ['PE_HOSTFILE']})"
+        assert (
+            t.provenance["main_address"] == f"formula:first host of PE_HOSTFILE ({environ['PE_HOSTFILE']}), this host"
+        )
         assert (t.job_id, t.provenance["job_id"], t.restart_count) == (job_id, "env:JOB_ID", 0)
         truth = truths.get(pattern.format(rank))
         if truth is not None:
@@ -237,7 +239,7 @@ def test_one_node_off_the_master_host_takes_the_exchange_where_every_host_reads_
     found = attrs.evolve(job, processes=processes).resolve()
     assert {(t.main_address, t.main_port) for t in found} == {("node2", port(4711))}
     assert {t.provenance["main_address"] for t in found} != {
-        f"formula:first host of PE_HOSTFILE ({TWO_HOSTS['PE_HOSTFILE']})"
+        f"formula:first host of PE_HOSTFILE ({TWO_HOSTS['PE_HOSTFILE']}), this host"
     }
 
 
@@ -336,11 +338,13 @@ def test_a_malformed_pe_hostfile_names_the_variable_and_the_line(text: str, faul
     assert fault in (info.value.expected or "")
 
 
-def test_main_host_is_the_first_pe_host_where_the_file_is() -> None:
+def test_main_host_is_the_first_pe_host_where_the_file_is_and_it_is_this_host() -> None:
     path = TWO_HOSTS["PE_HOSTFILE"]
-    master = probes.fake(files={path: HOSTFILE})
-    assert ge.main_host(TWO_HOSTS, master) == ("node1", f"formula:first host of PE_HOSTFILE ({path})")
+    master = probes.fake(hostname="node1.cluster", files={path: HOSTFILE})  # the same host by short name
+    assert ge.main_host(TWO_HOSTS, master) == ("node1", f"formula:first host of PE_HOSTFILE ({path}), this host")
     assert ge.main_host(TWO_HOSTS, probes.fake(files={})) is None  # a slave host: the MPI exchange decides
+    shared_spool = probes.fake(hostname="node2", files={path: HOSTFILE})  # the file is readable, the host is not it
+    assert ge.main_host(TWO_HOSTS, shared_spool) is None
     assert ge.main_host({k: v for k, v in TWO_HOSTS.items() if k != "PE_HOSTFILE"}, master) is None
     with pytest.raises(InvalidVariable, match="PE_HOSTFILE"):
         ge.main_host(TWO_HOSTS, probes.fake(files={path: "garbage\n"}))
@@ -349,10 +353,10 @@ def test_main_host_is_the_first_pe_host_where_the_file_is() -> None:
 def test_main_host_reads_the_real_file(tmp_path: Path) -> None:
     hostfile = tmp_path / "pe_hostfile"
     hostfile.write_text(HOSTFILE)
-    live = probes.system()
+    live = attrs.evolve(probes.system(), hostname=lambda: "node1")  # the live file reader, on node1
     assert ge.main_host({**TWO_HOSTS, "PE_HOSTFILE": str(hostfile)}, live) == (
         "node1",
-        f"formula:first host of PE_HOSTFILE ({hostfile})",
+        f"formula:first host of PE_HOSTFILE ({hostfile}), this host",
     )
     assert ge.main_host({**TWO_HOSTS, "PE_HOSTFILE": str(tmp_path / "absent")}, live) is None
 
