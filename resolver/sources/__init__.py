@@ -56,6 +56,7 @@ __all__ = [
     "optional_text",
     "port",
     "present",
+    "read_if_here",
     "read_job_facts",
     "registered",
     "same_host",
@@ -239,6 +240,19 @@ def read_job_facts(environ: Environ, table: tuple[tuple[str, str], ...], *, rest
         if count is not None:
             facts["restart_count"] = (count, f"env:{restart}")
     return facts
+
+
+def read_if_here(probes: Probes, variable: str, path: str) -> str | None:
+    """The text of the file `variable` names (`path`), through the file probe; None where this host
+    cannot read it (a scheduler writes some files on one host only). An answer that is not a str is
+    a `ProbeFailed`."""
+    try:
+        text = probes.read_text(path)
+    except ProbeFailed:
+        return None
+    if not isinstance(text, str):
+        raise ProbeFailed("read_text", f"answered {shown(text)} for {variable}={path!r}: expected a str")
+    return text
 
 
 def this_host(probes: Probes) -> str:

@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.environ import is_address
-from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts, same_host, this_host
+from resolver.errors import InvalidSettings, InvalidVariable, shown
+from resolver.sources import Builder, Detection, JobFacts, read_if_here, same_host, this_host
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -201,12 +201,9 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     path = environ.get(HOSTFILE)
     if not path or not in_job(environ):
         return None
-    try:
-        text = probes.read_text(path)
-    except ProbeFailed:
+    text = read_if_here(probes, HOSTFILE, path)
+    if text is None:
         return None  # not this host's file: the master task's host has it
-    if not isinstance(text, str):
-        raise ProbeFailed("read_text", f"answered {shown(text)} for {HOSTFILE}={path!r}: expected a str")
     first = pe_hosts(text, path)[0][0]
     if not same_host(this_host(probes), first):
         return None

@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.environ import is_address
-from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts, same_host, this_host
+from resolver.errors import InvalidSettings, InvalidVariable, shown
+from resolver.sources import Builder, Detection, JobFacts, read_if_here, same_host, this_host
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -195,13 +195,8 @@ def _read_hosts(environ: Mapping[str, str], probes: Probes) -> list[str] | None:
     path = environ.get(HOSTFILE)
     if not path:
         return None
-    try:
-        text = probes.read_text(path)
-    except ProbeFailed:
-        return None
-    if not isinstance(text, str):
-        raise ProbeFailed("read_text", f"answered {shown(text)} for {HOSTFILE}={path!r}: expected a str")
-    return node_hosts(text, path)
+    text = read_if_here(probes, HOSTFILE, path)
+    return None if text is None else node_hosts(text, path)
 
 
 def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 
 import probes
 from resolver import ProbeFailed
-from resolver.sources import same_host, short_host, this_host
+from resolver.sources import read_if_here, same_host, short_host, this_host
 
 
 @pytest.mark.parametrize(
@@ -42,3 +45,16 @@ def test_this_host_refuses_an_answer_that_names_no_host() -> None:
     assert this_host(probes.fake(hostname="node1")) == "node1"
     with pytest.raises(ProbeFailed, match=r"hostname.*expected a non-empty str"):
         this_host(probes.fake(hostname=""))
+
+
+def test_read_if_here_is_none_where_this_host_has_no_such_file() -> None:
+    here = probes.fake(files={"/spool/hosts": "node1\n"})
+    assert read_if_here(here, "PBS_NODEFILE", "/spool/hosts") == "node1\n"
+    assert read_if_here(probes.fake(), "PBS_NODEFILE", "/spool/hosts") is None  # another host's file
+
+    def forty_two(path: str) -> Any:
+        return 42
+
+    garbage = attrs.evolve(probes.fake(), read_text=forty_two)
+    with pytest.raises(ProbeFailed, match=r"answered 42 for PBS_NODEFILE='/spool/hosts'"):
+        read_if_here(garbage, "PBS_NODEFILE", "/spool/hosts")
