@@ -48,22 +48,40 @@ def _declared(path: list[str]) -> bool:
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
     for folder in path:
         try:
-            entries = os.scandir(folder or ".")
+            names = os.listdir(folder or ".")
         except NotADirectoryError:
             return True  # a zip or egg file on sys.path: only importlib.metadata can read it
         except OSError:
             continue
-        with entries:
-            for entry in entries:
-                if not entry.name.endswith((".dist-info", ".egg-info")):
-                    continue
-                try:
-                    with open(os.path.join(entry.path, "entry_points.txt"), "rb") as handle:
-                        if marker in handle.read():
-                            return True
-                except OSError:
-                    continue
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            if marker in _read(f"{folder or '.'}/{name}/entry_points.txt"):
+                return True
     return False
+
+
+def _read(file: str) -> bytes:
+    """The bytes of `file`; b"" where it is missing or unreadable, as it is for most distributions.
+
+    `os.access` asks first so that those cost no exception, and the file is read through its
+    descriptor without the `open()` objects: this runs for every installed distribution.
+    """
+    if not os.access(file, os.R_OK):
+        return b""
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except OSError:
+        return b""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:  # a folder called entry_points.txt opens, and fails to read
+        return b""
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _load_entry_points() -> Iterator[Source]:

@@ -245,3 +245,33 @@ def test_the_byte_scan_agrees_with_importlib_metadata(tmp_path: Path, declared: 
         point.group == ENTRY_POINT_GROUP for dist in distributions(path=path) for point in dist.entry_points
     )
     assert _declared(path) == by_metadata == declared
+
+
+def test_the_byte_scan_reads_what_importlib_metadata_would_and_skips_the_rest(tmp_path: Path) -> None:
+    """Distributions without entry points, an egg-info file, a folder called
+    entry_points.txt and a large one: the scan neither fails nor misses the group."""
+    from resolver._detect import ENTRY_POINT_GROUP, _declared
+
+    (tmp_path / "plain-1.0.dist-info").mkdir()
+    (tmp_path / "old-1.0.egg-info").write_text("Metadata-Version: 1.0\n")  # an egg-info *file*
+    (tmp_path / "odd-1.0.dist-info" / "entry_points.txt").mkdir(parents=True)
+    (tmp_path / "README.txt").write_text("not a distribution\n")
+    path = [str(tmp_path), str(tmp_path / "missing")]
+    assert _declared(path) is False
+
+    big = tmp_path / "big-1.0.dist-info"
+    big.mkdir()
+    filler = "".join(f"x{n} = y:z\n" for n in range(20000))  # well past one read
+    (big / "entry_points.txt").write_text(f"[console_scripts]\n{filler}[{ENTRY_POINT_GROUP}]\nb = b:B\n")
+    assert len((big / "entry_points.txt").read_bytes()) > 200_000
+    assert _declared(path) is True
+
+
+def test_the_byte_scan_searches_the_working_folder_for_an_empty_sys_path_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from resolver._detect import _declared
+
+    _plugin_dist(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert _declared([""]) is True
