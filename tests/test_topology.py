@@ -218,3 +218,29 @@ def test_records_pickle_copy_and_keep_their_own_provenance() -> None:
 def test_warnings_must_be_strings(bad: object) -> None:
     with pytest.raises(InvalidTopology):
         Topology(source="x", world_size=1, global_rank=0, local_rank=0, node_rank=0, warnings=bad)
+
+
+def test_repr_names_every_shown_field_in_order() -> None:
+    record = Topology(
+        source="slurm",
+        world_size=4,
+        global_rank=1,
+        local_rank=1,
+        node_rank=0,
+        main_address="node1",
+        main_port=29500,
+        visible_devices=["0", "1"],
+        local_device=1,
+        provenance={"world_size": "env:SLURM_NTASKS"},
+        warnings=["w"],
+    )
+    assert repr(record) == (
+        "Topology(source='slurm', world_size=4, global_rank=1, local_rank=1, node_rank=0, num_nodes=None, "
+        "local_world_size=None, nproc_per_node=None, main_address='node1', main_port=29500, "
+        "creates_processes_externally=False, job_id=None, job_name=None, step_id=None, array_job_id=None, "
+        "array_task_id=None, restart_count=None, visible_devices=('0', '1'), local_device=1)"
+    )
+    detection = resolver.Detection(True, "SLURM_NTASKS is set", ["SLURM_NTASKS"])
+    assert repr(detection) == (
+        "Detection(matched=True, reason='SLURM_NTASKS is set', variables=('SLURM_NTASKS',), warning=None)"
+    )

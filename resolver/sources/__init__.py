@@ -32,7 +32,7 @@ from resolver.environ import (
     text,
 )
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed, shown
-from resolver.topology import Topology
+from resolver.topology import Topology, _repr
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -86,7 +86,7 @@ def _names(variables: Iterable[str]) -> tuple[str, ...]:
     return tuple(variables)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Detection:
     """Whether a source matched, on which variables, and why (for `explain`). Truthy when matched.
 
@@ -98,6 +98,8 @@ class Detection:
     reason: str
     variables: tuple[str, ...] = attrs.field(default=(), converter=_names)
     warning: str | None = None
+
+    __repr__ = _repr
 
     def __bool__(self) -> bool:
         return self.matched
