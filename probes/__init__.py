@@ -19,17 +19,24 @@ if TYPE_CHECKING:
 __all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
 
 
+_SUBMODULES = ("bounded", "fakes", "live", "nonblocking", "tcp")  # reachable as attributes, imported on first use
+
+
 def __getattr__(name: str) -> Any:
     # the bundle class and the Protocols are built on first use: asking one live probe needs neither
     if name in ("Comm", "Probes", "XlaRuntime"):
         from probes import _bundle
 
         return getattr(_bundle, name)
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"probes.{name}")
     raise AttributeError(f"module 'probes' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, *_SUBMODULES})
 
 
 def system(*, timeout: float | None = None) -> Probes:

@@ -48,16 +48,23 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+# Public submodules, attributes of `resolver` imported on first use (the modules of
+# `resolver.integrations` need an extra each: they are imported by name).
+_SUBMODULES = ("hostlist", "integrations", "requeue", "schema", "testing")
 
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"resolver.{name}")
     raise AttributeError(f"module 'resolver' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})
 
 
 __all__ = [

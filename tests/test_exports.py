@@ -93,3 +93,28 @@ def test_no_public_attribute_hides_a_submodule(name: str) -> None:
     parent, _, child = name.rpartition(".")
     module = load(name)
     assert getattr(importlib.import_module(parent), child) is module
+
+
+NEEDS_AN_EXTRA = ("resolver.integrations.",)  # imported by name, after installing the extra
+
+
+def test_every_public_submodule_is_an_attribute_of_its_package() -> None:
+    """`import resolver.sources; resolver.sources.slurm` works without importing the module first."""
+    import subprocess
+    import sys
+
+    names = [n for n in public_modules() if "." in n and not n.startswith(NEEDS_AN_EXTRA)]
+    code = (
+        "import importlib, sys\n"
+        "lazily = 0\n"
+        f"for name in {names!r}:\n"
+        "    parent, _, child = name.rpartition('.')\n"
+        "    package = importlib.import_module(parent)\n"
+        "    lazily += name not in sys.modules\n"
+        "    assert getattr(package, child) is sys.modules[name], name\n"
+        "    assert child in dir(package), name\n"
+        "print(lazily)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= len(names) // 2  # most of them were reached through the package's __getattr__

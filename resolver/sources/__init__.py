@@ -75,11 +75,22 @@ def __getattr__(name: str) -> Any:
         from resolver.sources._binding import DeviceBinding
 
         return DeviceBinding
+    if name in _source_modules():  # `resolver.sources.slurm` without importing it first
+        import importlib
+
+        return importlib.import_module(f"resolver.sources.{name}")
     raise AttributeError(f"module 'resolver.sources' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, *_source_modules()})
+
+
+def _source_modules() -> set[str]:
+    """The built-in source modules' names (`slurm`, `mpi`, ...), as the registry lists them."""
+    from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST
+
+    return {entry.target.partition(":")[0].rpartition(".")[2] for entry in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)}
 
 
 def _names(variables: Iterable[str]) -> tuple[str, ...]:
