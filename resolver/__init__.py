@@ -26,7 +26,7 @@ from resolver.errors import (
     TopologyWarning,
 )
 from resolver.sources import Detection, Source
-from resolver.topology import SCHEMA, Topology
+from resolver.topology import SCHEMA, Topology, topology_schema
 
 if TYPE_CHECKING:
     from resolver._apply import Applied, apply
@@ -89,5 +89,6 @@ __all__ = [
     "explain",
     "resolve",
     "spawn",
+    "topology_schema",
     "validate",
 ]

@@ -1,17 +1,8 @@
-"""The JSON Schema of a `Topology` record, shipped as resolver/topology.schema.json."""
+"""The JSON Schema of a `Topology` record: `topology_schema()`, defined next to the record in
+`resolver.topology` and kept here under its first name."""
 
 from __future__ import annotations
 
-from typing import Any
+from resolver.topology import topology_schema
 
 __all__ = ["topology_schema"]
-
-
-def topology_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of `Topology.to_dict()` output, shipped as resolver/topology.schema.json."""
-    import json
-    from importlib import resources
-
-    text = resources.files("resolver").joinpath("topology.schema.json").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema

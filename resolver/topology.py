@@ -12,7 +12,7 @@ import attrs
 from resolver.environ import is_address
 from resolver.errors import InvalidTopology, TopologyError
 
-__all__ = ["SCHEMA", "SCHEMAS", "Topology"]
+__all__ = ["SCHEMA", "SCHEMAS", "Topology", "topology_schema"]
 
 SCHEMA = 2
 SCHEMAS = (1, 2)  # versions from_dict reads: schema 1 records lack the device fields (None)
@@ -292,3 +292,13 @@ _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Topology))
 
 def _from_dict(data: Mapping[str, Any]) -> Topology:
     return Topology.from_dict(data)
+
+
+def topology_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of `Topology.to_dict()` output, shipped as resolver/topology.schema.json."""
+    import json
+    from importlib import resources
+
+    text = resources.files("resolver").joinpath("topology.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

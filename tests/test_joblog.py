@@ -48,7 +48,7 @@ logging.getLogger("train").info("topology", extra={"fields": {"topology": topolo
 
 READ_BACK = """\
 import json, jsonschema, resolver
-from resolver.schema import topology_schema  # resolver/topology.schema.json, draft 2020-12
+from resolver import topology_schema  # resolver/topology.schema.json, draft 2020-12
 
 record = json.loads(line)["topology"]
 jsonschema.validate(record, topology_schema())  # any draft 2020-12 validator will do

@@ -95,3 +95,15 @@ def test_tampered_records_are_rejected_by_the_schema_and_by_from_dict(
     if what not in ("field missing",):  # from_dict fills omitted optional fields; world_size is required there too
         with pytest.raises(TopologyError):
             Topology.from_dict(data)
+
+
+def test_the_schema_function_lives_next_to_the_record() -> None:
+    import resolver
+    import resolver.schema
+    import resolver.testing
+    import resolver.topology
+
+    assert resolver.topology_schema is resolver.topology.topology_schema
+    assert resolver.schema.topology_schema is resolver.topology_schema is resolver.testing.topology_schema
+    fields = {a.name for a in attrs.fields(resolver.Topology)}
+    assert resolver.topology_schema()["properties"].keys() == {"schema", *fields}
