@@ -44,7 +44,12 @@ def _plugin_sources() -> tuple[Source, ...]:
 
 
 def _declared(path: list[str]) -> bool:
-    """Whether some distribution on `path` may declare an entry point of the group."""
+    """Whether some distribution on `path` may declare an entry point of the group.
+
+    It looks where importlib.metadata looks: `*.dist-info` and `*.egg-info` folders (as installers
+    spell them, in lower case), and an `.egg` folder's `EGG-INFO`. An `entry_points.txt` without the group's section header
+    cannot declare it; one with it sends the question to importlib.metadata.
+    """
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
     for folder in path:
         try:
@@ -53,8 +58,9 @@ def _declared(path: list[str]) -> bool:
             return True  # a zip or egg file on sys.path: only importlib.metadata can read it
         except OSError:
             continue
+        egg = os.path.basename(folder).lower().endswith(".egg")
         for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
+            if not (name.endswith((".dist-info", ".egg-info")) or (egg and name == "EGG-INFO")):
                 continue
             if marker in _read(f"{folder or '.'}/{name}/entry_points.txt"):
                 return True

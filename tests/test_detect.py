@@ -275,3 +275,29 @@ def test_the_byte_scan_searches_the_working_folder_for_an_empty_sys_path_entry(
     _plugin_dist(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert _declared([""]) is True
+
+
+# Layouts importlib.metadata reads a `resolver.sources` entry point from: the scan must not miss one.
+PLUGIN_POINT = "[resolver.sources]\npbs = pbs_source:Pbs\n"
+LAYOUTS = {
+    "dist-info": ("pbs_source-1.0.dist-info", PLUGIN_POINT),
+    "egg-info": ("pbs_source-1.0.egg-info", PLUGIN_POINT),
+    "egg folder": ("pbs_source-1.0-py3.11.egg/EGG-INFO", PLUGIN_POINT),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_byte_scan_finds_every_layout_importlib_metadata_reads(tmp_path: Path, layout: str) -> None:
+    from importlib.metadata import distributions
+
+    from resolver._detect import ENTRY_POINT_GROUP, _declared
+
+    folder, text = LAYOUTS[layout]
+    info = tmp_path / folder
+    info.mkdir(parents=True)
+    (info / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: pbs-source\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(text)
+    entry = tmp_path / folder.split("/")[0] if layout == "egg folder" else tmp_path
+    path = [str(entry)]
+    assert any(point.group == ENTRY_POINT_GROUP for dist in distributions(path=path) for point in dist.entry_points)
+    assert _declared(path)
