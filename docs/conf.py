@@ -5,11 +5,17 @@ Build it strictly (warnings are errors), as CI does:
     pip install -e '.[docs]' && python -m sphinx -W --keep-going -q -b html -d build/doctrees docs site
 """
 
-import re
+from __future__ import annotations
 
-from sphinx.application import Sphinx
+import importlib
+import pkgutil
+import re
+from typing import TYPE_CHECKING
 
 import resolver
+
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
 
 project = "cluster-topology"
 author = "The cluster-topology maintainers"
@@ -56,5 +62,32 @@ def markdown_docstring_to_rst(  # noqa: PLR0917 - the positional signature of Sp
     lines[:] = out
 
 
+# A reference page lists a package's modules with one line, `<!-- automodules PACKAGE [:option: ...] -->`:
+# a new source or builder module is documented without an edit to its page.
+AUTOMODULES = re.compile(r"^<!-- automodules ([\w.]+)((?: :[a-z-]+:)*) -->$", re.M)
+
+
+def automodules(text: str) -> str:
+    """`text` with each `automodules` line replaced by an automodule block per public module of its package."""
+
+    def blocks(match: re.Match[str]) -> str:
+        package = importlib.import_module(match[1])
+        names = [
+            info.name
+            for info in pkgutil.iter_modules(package.__path__, f"{match[1]}.")
+            if not info.name.rpartition(".")[2].startswith("_")
+        ]
+        options = "".join(f"   {option}\n" for option in match[2].split())
+        return "\n".join(f"```{{eval-rst}}\n.. automodule:: {name}\n   :members:\n{options}```\n" for name in names)
+
+    return AUTOMODULES.sub(blocks, text)
+
+
+def expand_automodules(app: Sphinx, docname: str, source: list[str]) -> None:
+    """The `source-read` handler: expands a page's `automodules` lines before it is parsed."""
+    source[0] = automodules(source[0])
+
+
 def setup(app: Sphinx) -> None:
     app.connect("autodoc-process-docstring", markdown_docstring_to_rst)
+    app.connect("source-read", expand_automodules)

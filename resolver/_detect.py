@@ -47,8 +47,9 @@ def _declared(path: list[str]) -> bool:
     """Whether some distribution on `path` may declare an entry point of the group.
 
     It looks where importlib.metadata looks: `*.dist-info` and `*.egg-info` folders (as installers
-    spell them, in lower case), and an `.egg` folder's `EGG-INFO`. An `entry_points.txt` without the group's section header
-    cannot declare it; one with it sends the question to importlib.metadata.
+    spell them, in lower case), and an `.egg` folder's `EGG-INFO`. An `entry_points.txt` without
+    the group's section header cannot declare it; one with it sends the question to
+    importlib.metadata.
     """
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
     for folder in path:

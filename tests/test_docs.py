@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,10 +142,36 @@ def test_the_shell_commands_are_the_ones_ci_runs() -> None:
         assert line in known, f"{line!r} is neither in .ci/run nor in the README"
 
 
+def site_configuration() -> Any:
+    """docs/conf.py as a module (it imports Sphinx only for type checking)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_reference_documents_every_public_module() -> None:
     """A public module (no part of its path starts with `_`) gets a reference page; a private one does not."""
-    documented = {name for page in (DOCS / "reference").glob("*.md") for name in AUTOMODULE.findall(page.read_text())}
-    assert documented == set(public_modules())
+    expand = site_configuration().automodules
+    pages = [expand(page.read_text()) for page in (DOCS / "reference").glob("*.md")]
+    documented = [name for text in pages for name in AUTOMODULE.findall(text)]
+    assert sorted(documented) == sorted(set(documented))  # each module once
+    assert set(documented) == set(public_modules())
+
+
+def test_a_reference_page_lists_a_package_s_modules_in_one_line() -> None:
+    expand = site_configuration().automodules
+    text = expand("intro\n<!-- automodules resolver.testing :no-index: -->\n")
+    assert "<!-- automodules" not in text
+    names = AUTOMODULE.findall(text)
+    assert "resolver.testing.slurm" in names
+    assert "resolver.testing.world" in names
+    assert not [name for name in names if name.rpartition(".")[2].startswith("_")]
+    assert text.count("   :no-index:\n") == len(names)
+    assert expand("no marker here\n") == "no marker here\n"
 
 
 def test_ci_builds_the_site_strictly_with_the_readmes_command() -> None:
