@@ -24,6 +24,7 @@ __all__ = [
     "NVIDIA_GPUS",
     "comm",
     "device_count",
+    "file_bytes",
     "free_port",
     "hostname",
     "probe",
@@ -103,17 +104,34 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # a rankfile of a million hosts is ~20 MB
 def read_text(path: str) -> str:
     """A regular file's text, at most MAX_FILE_BYTES: not a FIFO or device that never ends."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait
-        with open(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ProbeFailed("read_text", f"{path!r} is not a regular file")
-            data = handle.read(MAX_FILE_BYTES + 1)
+        data = file_bytes(path, MAX_FILE_BYTES)
+        if data is None:
+            raise ProbeFailed("read_text", f"{path!r} is not a regular file")
         if len(data) > MAX_FILE_BYTES:
             raise ProbeFailed("read_text", f"{path!r} is larger than {MAX_FILE_BYTES} bytes")
         return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProbeFailed("read_text", f"cannot read {path!r}: {exc}") from exc
+
+
+def file_bytes(path: str, limit: int) -> bytes | None:
+    """The first `limit` + 1 bytes of the regular file `path` (more than `limit` says it is larger);
+    None for a FIFO, a device or anything else that may never end. Opening never waits, and OSError
+    says the file cannot be opened or read (a folder: IsADirectoryError). `read_text` and the plugin
+    scan use it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # reading a folder fails below, as it should
+            return None
+        chunks = []
+        wanted = limit + 1
+        while wanted > 0 and (chunk := os.read(fd, min(wanted, 1 << 20))):
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def which(name: str) -> str | None:

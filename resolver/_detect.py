@@ -49,8 +49,12 @@ def _declared(path: list[str]) -> bool:
     It looks where importlib.metadata looks: `*.dist-info` and `*.egg-info` folders (as installers
     spell them, in lower case), and an `.egg` folder's `EGG-INFO`. An `entry_points.txt` without
     the group's section header cannot declare it; one with it sends the question to
-    importlib.metadata.
+    importlib.metadata. This runs for every installed distribution: `os.access` asks first, so that
+    the many without the file cost no exception, and the file probe's reader reads the others
+    (a FIFO or device there is skipped, not waited for).
     """
+    from probes.live import MAX_FILE_BYTES, file_bytes
+
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
     for folder in path:
         try:
@@ -63,32 +67,15 @@ def _declared(path: list[str]) -> bool:
         for name in names:
             if not (name.endswith((".dist-info", ".egg-info")) or (egg and name == "EGG-INFO")):
                 continue
-            if marker in _read(f"{folder or '.'}/{name}/entry_points.txt"):
-                return True
+            file = f"{folder or '.'}/{name}/entry_points.txt"
+            if not os.access(file, os.R_OK):
+                continue
+            try:
+                if marker in (file_bytes(file, MAX_FILE_BYTES) or b""):
+                    return True
+            except OSError:  # unreadable after all: as if it were missing
+                continue
     return False
-
-
-def _read(file: str) -> bytes:
-    """The bytes of `file`; b"" where it is missing or unreadable, as it is for most distributions.
-
-    `os.access` asks first so that those cost no exception, and the file is read through its
-    descriptor without the `open()` objects: this runs for every installed distribution.
-    """
-    if not os.access(file, os.R_OK):
-        return b""
-    try:
-        fd = os.open(file, os.O_RDONLY)
-    except OSError:
-        return b""
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:  # a folder called entry_points.txt opens, and fails to read
-        return b""
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def _load_entry_points() -> Iterator[Source]:

@@ -301,3 +301,18 @@ def test_the_byte_scan_finds_every_layout_importlib_metadata_reads(tmp_path: Pat
     path = [str(entry)]
     assert any(point.group == ENTRY_POINT_GROUP for dist in distributions(path=path) for point in dist.entry_points)
     assert _declared(path)
+
+
+@pytest.mark.timeout(30)
+def test_the_byte_scan_skips_a_fifo_instead_of_waiting_on_it(tmp_path: Path) -> None:
+    """A FIFO called entry_points.txt would block a plain open() forever; the scan reads through the
+    file probe's reader, which opens without waiting and reads only regular files."""
+    import os
+
+    from resolver._detect import _declared
+
+    (tmp_path / "odd-1.0.dist-info").mkdir()
+    os.mkfifo(tmp_path / "odd-1.0.dist-info" / "entry_points.txt")
+    assert _declared([str(tmp_path)]) is False
+    _plugin_dist(tmp_path)
+    assert _declared([str(tmp_path)]) is True
