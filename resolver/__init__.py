@@ -8,12 +8,17 @@
 This module is the public API. The engine lives in private modules (`resolver._detect`,
 `resolver._apply`, ...); the public submodules are `resolver.sources` (the kit for source
 authors), `resolver.testing`, `resolver.hostlist`, `resolver.errors`, `resolver.topology`,
-`resolver.requeue` and `resolver.integrations`.
+`resolver.origin`, `resolver.requeue` and `resolver.integrations`.
 """
 
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import types as _types
 
-from resolver._detect import resolve
+from resolver._apply import Applied, apply
+from resolver._detect import by_name, registered, resolve
+from resolver._explain import Candidate, Explanation, explain
+from resolver._spawn import spawn
+from resolver._validate import validate
 from resolver.errors import (
     HostlistSyntaxError,
     InvalidSettings,
@@ -25,47 +30,11 @@ from resolver.errors import (
     TopologyError,
     TopologyWarning,
 )
+from resolver.origin import Origin
 from resolver.sources import Detection, Source
 from resolver.topology import SCHEMA, Topology, topology_schema
 
-if TYPE_CHECKING:
-    from resolver._apply import Applied, apply
-    from resolver._explain import Candidate, Explanation, explain
-    from resolver._spawn import spawn
-    from resolver._validate import validate
-
 __version__ = "0.1.0"
-
-# Resolving needs only `resolve`; the rest of the API is imported on first use.
-_LAZY = {
-    "Applied": "resolver._apply",
-    "apply": "resolver._apply",
-    "Candidate": "resolver._explain",
-    "Explanation": "resolver._explain",
-    "explain": "resolver._explain",
-    "spawn": "resolver._spawn",
-    "validate": "resolver._validate",
-}
-
-
-# Public submodules, attributes of `resolver` imported on first use (the modules of
-# `resolver.integrations` need an extra each: they are imported by name).
-_SUBMODULES = ("hostlist", "integrations", "requeue", "schema", "testing")
-
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"resolver.{name}")
-    raise AttributeError(f"module 'resolver' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_SUBMODULES})
-
 
 __all__ = [
     "SCHEMA",
@@ -78,6 +47,7 @@ __all__ = [
     "InvalidTopology",
     "InvalidVariable",
     "MissingVariable",
+    "Origin",
     "ProbeFailed",
     "Source",
     "StrictWarnings",
@@ -86,9 +56,26 @@ __all__ = [
     "TopologyWarning",
     "__version__",
     "apply",
+    "by_name",
     "explain",
+    "registered",
     "resolve",
     "spawn",
     "topology_schema",
     "validate",
 ]
+
+# Public submodules that resolving does not need, attributes of `resolver` imported on first use:
+# `resolver.testing` alone imports Hypothesis-free builders for twenty launchers.
+_SUBMODULES = ("hostlist", "integrations", "requeue", "schema", "testing")
+
+
+def __getattr__(name: str) -> _types.ModuleType:
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"resolver.{name}")
+    raise AttributeError(f"module 'resolver' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API: `__all__` and the public submodules."""
+    return sorted({*__all__, *_SUBMODULES, "environ", "errors", "origin", "sources", "topology"})

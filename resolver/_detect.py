@@ -16,7 +16,7 @@ import attrs
 
 from resolver import environ as env
 from resolver.errors import InvalidSettings, InvalidVariable, StrictWarnings, TopologyError
-from resolver.sources import Detection, Source
+from resolver.sources import Detection, JobFacts, Source
 from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, SCHEDULERS, Entry
 from resolver.topology import Topology
 
@@ -230,14 +230,14 @@ def _refuse_loopback(topology: Topology) -> None:
     spans = _nodes(topology)
     if spans is None:
         return
-    origin = topology.provenance.get("main_address", "the source")
-    variable = origin[4:] if origin.startswith("env:") else "main_address"
+    origin = topology.provenance.get("main_address")
+    variable = (origin.variable if origin is not None else None) or "main_address"
     raise InvalidVariable(
         variable,
         address,
         f"an address of the first node that every node can reach, not a loopback address: the "
         f"{topology.source} topology spans several nodes ({spans}) and main_address {address} "
-        f"(from {origin}) reaches only the node it is read on, so the job would hang at rendezvous. "
+        f"(from {origin or 'the source'}) reaches only the node it is read on, so the job would hang at rendezvous. "
         "HINT: set MASTER_ADDR to the first node's host name or IP address (or unset an inherited "
         f"MASTER_ADDR=127.0.0.1); for nodes emulated on one host, set {ALLOW_LOOPBACK}=1 "
         "(resolve(..., allow_loopback=True), cluster-topology --allow-loopback)",
@@ -262,9 +262,9 @@ class _LiveOnFirstUse:
 def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology) -> dict[str, Any]:
     """The job facts of the scheduler around the process, when a launcher other than it was chosen."""
     for entry in SCHEDULERS:
-        if entry.name == chosen or not entry.is_candidate(environ):
+        if entry.name == chosen or entry.facts is None or not entry.facts.met(environ):
             continue
-        facts = entry.attribute()(environ)
+        facts: JobFacts = entry.offered("job_facts")(environ)
         if facts:
             changes: dict[str, Any] = {field: value for field, (value, _) in facts.items()}
             changes["provenance"] = {**topology.provenance, **{field: origin for field, (_, origin) in facts.items()}}

@@ -44,12 +44,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver.errors import InvalidSettings, InvalidVariable, TopologyError
+from resolver.origin import Origin
+from resolver.sources import DeviceBinding
 from resolver.sources._registry import DEVICE_BINDINGS
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
-    from resolver.sources import DeviceBinding
 
 __all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "bind", "parse_devices"]
 
@@ -121,9 +122,9 @@ class _Answer:
     def __init__(
         self,
         visible: tuple[str, ...] | None = None,
-        visible_from: str = "",
+        visible_from: Origin | None = None,
         device: int | None = None,
-        device_from: str = "",
+        device_from: Origin | None = None,
         warnings: tuple[str, ...] = (),
     ) -> None:
         self.visible, self.visible_from = visible, visible_from
@@ -139,9 +140,9 @@ def assign(environ: Mapping[str, str], topology: Topology, probes: Probes) -> To
     if answer.visible is None and not answer.warnings:
         return topology
     provenance = dict(topology.provenance)
-    if answer.visible is not None:
+    if answer.visible_from is not None:
         provenance["visible_devices"] = answer.visible_from
-    if answer.device is not None:
+    if answer.device is not None and answer.device_from is not None:
         provenance["local_device"] = answer.device_from
     return attrs.evolve(
         topology,
@@ -165,7 +166,7 @@ def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _
         return _without_variables(environ, topology, probes, binding)
     variable, visible = next(iter(lists.items()))
     shown = f"{variable}={environ[variable]}"
-    device, device_from, warning = _choose(environ, topology, len(visible), shown, binding)
+    device, device_from, warning = _choose(environ, topology, len(visible), shown, binding, (variable,))
     if device is not None:
         short = [f"{other}={environ[other]}" for other, seen in lists.items() if device >= len(seen)]
         if short:
@@ -175,7 +176,7 @@ def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _
             )
             device = None
     warnings = (*notes, warning) if warning else tuple(notes)
-    return _Answer(visible, f"env:{variable}", device, device_from, warnings)
+    return _Answer(visible, Origin.env(variable), device, device_from, warnings)
 
 
 def _without_variables(
@@ -197,25 +198,32 @@ def _without_variables(
         return _Answer()
     visible = tuple(str(i) for i in range(count))
     shown = f"the node's {count} device(s) (probe:device_count)"
-    device, device_from, warning = _choose(environ, topology, count, shown, binding)
-    return _Answer(visible, "probe:device_count", device, device_from, (warning,) if warning else ())
+    device, device_from, warning = _choose(environ, topology, count, shown, binding, ())
+    return _Answer(visible, Origin.probe("device_count"), device, device_from, (warning,) if warning else ())
 
 
 def _choose(
-    environ: Mapping[str, str], topology: Topology, n: int, shown: str, binding: DeviceBinding | None
-) -> tuple[int | None, str, str]:
-    """The ordinal for `n` visible devices, where it came from, and a warning when it is None."""
+    environ: Mapping[str, str],
+    topology: Topology,
+    n: int,
+    shown: str,
+    binding: DeviceBinding | None,
+    listed_by: tuple[str, ...],
+) -> tuple[int | None, Origin | None, str]:
+    """The ordinal for `n` visible devices (listed by the variables `listed_by`), where it came from,
+    and a warning when it is None."""
     if n == 0:
-        return None, "", ""
+        return None, None, ""
     if n == 1:
-        return 0, f"formula:the only visible device ({shown})", ""
+        return 0, Origin.formula(f"the only visible device ({shown})", variables=listed_by), ""
     if binding is not None:
         bound = f"{binding.variable}={environ[binding.variable]}"
         if binding.own == n:
-            return 0, f"formula:first of the {n} devices {bound} binds to this process alone", ""
+            formula = f"first of the {n} devices {bound} binds to this process alone"
+            return 0, Origin.formula(formula, variables=(binding.variable,)), ""
         return (
             None,
-            "",
+            None,
             (
                 f"{shown} lists {n} devices and {bound} binds them in a way that does not say which one this process "
                 "should use, so local_device is None"
@@ -223,14 +231,17 @@ def _choose(
         )
     local = topology.local_world_size if topology.world_size > 1 else 1
     if local is not None and n >= local:
-        return topology.local_rank, f"formula:local_rank, the {local} process(es) of the node sharing {shown}", ""
+        formula = f"local_rank, the {local} process(es) of the node sharing {shown}"
+        origin = topology.provenance.get("local_rank")
+        variables = (*(origin.variables if origin else ()), *listed_by)
+        return topology.local_rank, Origin.formula(formula, variables=variables), ""
     if local is None:
         processes = "an unknown number of processes on this node"
     else:
         processes = f"the {local} processes on this node ({topology.provenance.get('local_world_size', 'resolved')})"
     return (
         None,
-        "",
+        None,
         (
             f"{shown} lists {n} devices shared by {processes}; "
             f"which one this process should use is not determined, so local_device is None: give each process its "
@@ -242,8 +253,8 @@ def _choose(
 def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     """The first launcher binding of devices to this process (the registry's DEVICE_BINDINGS)."""
     for entry in DEVICE_BINDINGS:
-        if entry.is_candidate(environ):
-            found: DeviceBinding | None = entry.attribute()(environ)
+        if entry.devices is not None and entry.devices.met(environ):
+            found: DeviceBinding | None = entry.offered("device_binding")(environ)
             if found is not None:
                 return found
     return None
@@ -270,8 +281,8 @@ def bind(topology: Topology, environ: Mapping[str, str]) -> dict[str, str]:
             value=device,
             expected="a device the record knows",
         )
-    origin = topology.provenance.get("visible_devices", "")
-    if not origin.startswith("env:"):
+    origin = topology.provenance.get("visible_devices")
+    if origin is None or origin.kind != "env":
         return {"CUDA_VISIBLE_DEVICES": visible[device]}
     lists = {name: environ[name] for name in VISIBILITY if name in environ}
     if len(set(lists.values())) > 1:

@@ -6,6 +6,7 @@ import attrs
 
 from resolver._validate import _positive
 from resolver.errors import InvalidSettings
+from resolver.origin import Origin
 from resolver.topology import Topology
 
 __all__ = ["spawn"]
@@ -36,16 +37,18 @@ def spawn(topology: Topology, *, devices: int | None = None, num_nodes: int | No
     how = f"spawn: node_rank * devices + local_rank with devices={devices}"
     provenance = {
         **topology.provenance,
-        "world_size": f"spawn: devices * num_nodes = {devices} * {num_nodes}",
-        "global_rank": how,
-        "local_rank": "spawn: worker index",
-        "local_world_size": f"spawn: devices={devices}",
-        "num_nodes": f"spawn: num_nodes={num_nodes}",
+        "world_size": Origin.argument(f"spawn: devices * num_nodes = {devices} * {num_nodes}"),
+        "global_rank": Origin.argument(how),
+        "local_rank": Origin.argument("spawn: worker index"),
+        "local_world_size": Origin.argument(f"spawn: devices={devices}"),
+        "num_nodes": Origin.argument(f"spawn: num_nodes={num_nodes}"),
     }
     visible = topology.visible_devices
     own_device = visible is not None and len(visible) >= devices
     if own_device:
-        provenance["local_device"] = f"spawn: worker index into the {len(visible or ())} visible devices"
+        provenance["local_device"] = Origin.argument(
+            f"spawn: worker index into the {len(visible or ())} visible devices"
+        )
     else:
         provenance.pop("local_device", None)
     return tuple(

@@ -11,11 +11,14 @@ import attrs
 
 from resolver.environ import is_address
 from resolver.errors import InvalidTopology, TopologyError
+from resolver.origin import Origin
 
 __all__ = ["SCHEMA", "SCHEMAS", "Topology", "topology_schema"]
 
-SCHEMA = 2
-SCHEMAS = (1, 2)  # versions from_dict reads: schema 1 records lack the device fields (None)
+SCHEMA = 3
+# versions from_dict reads: schema 1 records lack the device fields (None); schema 1 and 2 write each
+# origin as text (`env:RANK`), read by `Origin.from_legacy`
+SCHEMAS = (1, 2, 3)
 _SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
 
@@ -60,17 +63,17 @@ def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         raise InvalidTopology(attribute.name, value, "a bool")
 
 
-def _freeze_provenance(value: object) -> Mapping[str, str]:
+def _freeze_provenance(value: object) -> Mapping[str, Origin]:
     """A read-only copy: the record never shares a mapping its caller can still change."""
     if not isinstance(value, Mapping):
         raise InvalidTopology("provenance", value, "a mapping of field name to origin")
     return MappingProxyType(dict(value))
 
 
-def _provenance(instance: object, attribute: attrs.Attribute[Any], value: Mapping[str, str]) -> None:
+def _provenance(instance: object, attribute: attrs.Attribute[Any], value: Mapping[str, Origin]) -> None:
     for key, origin in value.items():
-        if key not in _FIELD_NAMES or not isinstance(origin, str):
-            raise InvalidTopology("provenance", {key: origin}, "field name -> origin string")
+        if key not in _FIELD_NAMES or not isinstance(origin, Origin):
+            raise InvalidTopology("provenance", {key: origin}, "field name -> Origin")
 
 
 def _devices(value: object) -> tuple[str, ...] | None:
@@ -115,8 +118,8 @@ def _repr(record: Any) -> str:
 class Topology:
     """Who this process is, where it is and whom it talks to.
 
-    `provenance` maps a field name to where its value came from: `env:RANK`, `probe:free_port`,
-    `default:127.0.0.1`, `formula:...`. It and `warnings` do not take part in hashing.
+    `provenance` maps a field name to the `Origin` of its value (the variable, probe, formula or
+    default it came from). It and `warnings` do not take part in hashing.
 
     `nproc_per_node`: how many workers each node runs, when a node-level platform says it; set on a
     node agent (the process the platform started, which starts the node's workers itself) and kept
@@ -147,7 +150,7 @@ class Topology:
     restart_count: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
     visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=_devices, validator=_device_names)
     local_device: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
-    provenance: Mapping[str, str] = attrs.field(
+    provenance: Mapping[str, Origin] = attrs.field(
         factory=dict, converter=_freeze_provenance, validator=_provenance, hash=False, repr=False
     )
     warnings: tuple[str, ...] = attrs.field(default=(), converter=_warnings, hash=False, repr=False)
@@ -204,7 +207,7 @@ class Topology:
         for name in _FIELD_NAMES:
             value = getattr(self, name)
             if name == "provenance":
-                value = dict(value)
+                value = {field: origin.to_dict() for field, origin in value.items()}
             elif name == "warnings" or (name == "visible_devices" and value is not None):
                 value = list(value)
             out[name] = value
@@ -225,6 +228,8 @@ class Topology:
         if unknown:
             raise InvalidTopology(unknown[0], data[unknown[0]], f"one of the fields {', '.join(_FIELD_NAMES)}")
         fields = {k: v for k, v in data.items() if k != "schema"}
+        if "provenance" in fields:
+            fields["provenance"] = _origins(fields["provenance"], legacy=schema < 3)
         if "warnings" in fields and not isinstance(fields["warnings"], (list, tuple)):
             raise InvalidTopology("warnings", fields["warnings"], "a list of strings")
         visible = fields.get("visible_devices")
@@ -288,6 +293,14 @@ class Topology:
 
 
 _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Topology))
+
+
+def _origins(data: object, *, legacy: bool) -> dict[str, Origin]:
+    """A record's provenance as `to_dict` wrote it: origin objects, or text before schema 3."""
+    if not isinstance(data, Mapping):
+        raise InvalidTopology("provenance", data, "a mapping of field name to origin")
+    read = Origin.from_legacy if legacy else Origin.from_dict
+    return {field: read(origin) for field, origin in data.items()}
 
 
 def _from_dict(data: Mapping[str, Any]) -> Topology:

@@ -47,6 +47,7 @@ from resolver._validate import validate
 from resolver.errors import InvalidSettings, InvalidTopology
 from resolver.integrations import missing
 from resolver.sources import Source
+from resolver.origin import Origin
 from resolver.topology import Topology
 
 try:
@@ -184,7 +185,7 @@ class TopologyEnvironment(ClusterEnvironment):
         if all(getattr(current, name) == v for name, v in wanted.items()):
             self._pending = {}
             return  # nothing changes: the record (and where its values came from) stays
-        origin = {name: f"lightning:set_{name}({v})" for name, v in wanted.items()}
+        origin = {name: Origin.argument(f"lightning: set_{name}({v})") for name, v in wanted.items()}
         changes: dict[str, Any] = {**wanted, "provenance": {**current.provenance, **origin}}
         try:
             self._topology = attrs.evolve(current, **changes)

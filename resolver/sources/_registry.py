@@ -1,21 +1,23 @@
-"""The built-in sources, in detection order: one line each, as data.
+"""The built-in sources, in detection order: one entry each, with what it offers.
 
-A line names the source, where its class lives (`module:Class`, imported only when needed) and the
-variables whose presence makes it a *candidate*. `resolve` imports and asks a source only when one
-of those variables is set, so a torchrun worker never imports the SLURM or MPI modules. The
-variables are a sound filter, not the rule: the source's own `detect()` decides, and
-`tests/test_registry.py` checks that no environment a source would match is filtered out.
+An entry names the source, the module it lives in (imported only when needed), its candidate
+variables (`any_of`/`all_of`: declared here once; `resolve` asks a source only when they are met and
+the source's `detect()` starts from them), whether it is auto-detected, and what else its module
+offers any process, whichever source resolved it:
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF > Flux > MPI >
-Grid Engine > PBS > the node-level platforms (Kubeflow Trainer, AWS Batch, SageMaker, SkyPilot, dstack, Vertex AI,
-Volcano, Azure ML, TPU VM) > third-party sources (entry points) > the default.
-Kubeflow and XLA are chosen by name only.
-`SCHEDULERS` lists, the same way, the modules whose `job_facts(environ)` give the job's facts to a
-process that another launcher started (mpirun inside sbatch), and `ENDPOINTS` those whose
-`main_endpoint` gives MPI ranks inside their allocation a main address and port (Grid Engine).
+- `facts`: `job_facts(environ)`, the job's facts (id, name, array, restart count) for a process that
+  another launcher started inside the job (mpirun inside sbatch); asked when these variables are met;
+- `endpoint`: `main_endpoint(environ, probes, *, one_node)`, a main address and port for the MPI
+  ranks inside its allocation, without a collective (Grid Engine, PBS, Azure ML);
+- `devices`: `device_binding(environ)`, the launcher's binding of accelerators to the process.
 
-To add a built-in source: its module under `resolver/sources/`, one line below, its builder module
-under `resolver/testing/`, its tests (see "Adding a source" in the README).
+Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF >
+Flux > MPI > Grid Engine > PBS > the node-level platforms > third-party sources (entry points) > the
+default. Kubeflow and XLA are chosen by name only. Every list the engine, the CLI, the testing kit
+and the docs need is a view of `ENTRIES`.
+
+To add a built-in source: its module under `resolver/sources/`, one entry below, its builder module
+under `resolver/testing/` (see "Adding a source" in CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -24,100 +26,156 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from resolver.sources._kit import Candidates, JobFacts, Source, all_of, any_of
+
 if TYPE_CHECKING:
-    from resolver.sources import Source
+    from probes import Probes
 
-__all__ = ["DEFAULT", "DETECTION_ORDER", "DEVICE_BINDINGS", "ENDPOINTS", "ON_REQUEST", "SCHEDULERS", "Entry"]
+__all__ = [
+    "DEFAULT",
+    "DETECTION_ORDER",
+    "DEVICE_BINDINGS",
+    "ENDPOINTS",
+    "ENTRIES",
+    "ON_REQUEST",
+    "SCHEDULERS",
+    "Entry",
+    "entry",
+    "scheduler_endpoint",
+]
 
 
+@attrs.frozen
 class Entry:
-    """One built-in source: its name, `module:Class`, and the variables that make it a candidate."""
+    """One built-in source: name, `module:Class`, candidate variables, and what its module offers."""
 
-    __slots__ = ("auto", "candidates", "name", "target")
+    name: str
+    target: str
+    candidates: Candidates = attrs.field(factory=any_of)
+    auto: bool = True
+    facts: Candidates | None = None
+    endpoint: Candidates | None = None
+    devices: Candidates | None = None
 
-    def __init__(self, name: str, target: str, candidates: tuple[str, ...] = (), *, auto: bool = True) -> None:
-        self.name = name
-        self.target = target
-        self.candidates = candidates  # empty: always a candidate (the default)
-        self.auto = auto
-
-    def __repr__(self) -> str:
-        return f"Entry({self.name!r}, {self.target!r}, {self.candidates!r}, auto={self.auto!r})"
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
 
     def is_candidate(self, environ: Mapping[str, str]) -> bool:
-        return not self.candidates or any(name in environ for name in self.candidates)
+        return self.candidates.met(environ)
 
     def load(self) -> Source:
         """A new instance of the source's class, importing its module on first use."""
-        source: Source = self.attribute()()
+        module, _, cls = self.target.partition(":")
+        source: Source = getattr(importlib.import_module(module), cls)()
         return source
 
-    def attribute(self) -> Any:
-        """What `target` names, importing its module on first use."""
-        module, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+    def offered(self, capability: str) -> Any:
+        """The module's function for `capability` (`job_facts`, `main_endpoint`, `device_binding`)."""
+        return getattr(importlib.import_module(self.module), capability)
 
 
-DETECTION_ORDER: tuple[Entry, ...] = (
-    Entry("torchelastic", "resolver.sources.torchelastic:TorchElastic", ("TORCHELASTIC_RUN_ID", "GROUP_RANK")),
-    Entry("deepspeed", "resolver.sources.deepspeed:DeepSpeed", ("CROSS_RANK",)),
-    Entry("slurm", "resolver.sources.slurm:Slurm", ("SLURM_NTASKS",)),
-    Entry("lsf", "resolver.sources.lsf:Lsf", ("JSM_NAMESPACE_SIZE",)),
-    Entry("flux", "resolver.sources.flux:Flux", ("FLUX_TASK_RANK", "FLUX_URI")),
+_SOURCES = "resolver.sources"
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry("torchelastic", f"{_SOURCES}.torchelastic:TorchElastic", any_of("TORCHELASTIC_RUN_ID", "GROUP_RANK")),
+    Entry("deepspeed", f"{_SOURCES}.deepspeed:DeepSpeed", any_of("CROSS_RANK")),
+    Entry(
+        "slurm",
+        f"{_SOURCES}.slurm:Slurm",
+        any_of("SLURM_NTASKS"),
+        facts=any_of("SLURM_JOB_ID"),
+        devices=any_of("SLURMD_TRES_BIND"),
+    ),
+    Entry("lsf", f"{_SOURCES}.lsf:Lsf", any_of("JSM_NAMESPACE_SIZE"), facts=any_of("LSB_JOBID")),
+    Entry("flux", f"{_SOURCES}.flux:Flux", any_of("FLUX_TASK_RANK", "FLUX_URI"), facts=any_of("FLUX_JOB_ID")),
     Entry(
         "mpi",
-        "resolver.sources.mpi:Mpi",
-        ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"),
+        f"{_SOURCES}.mpi:Mpi",
+        any_of(
+            "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"
+        ),
     ),
-    Entry("gridengine", "resolver.sources.gridengine:GridEngine", ("SGE_TASK_ID",)),
-    Entry("pbs", "resolver.sources.pbs:Pbs", ("PBS_JOBID",)),
-    # node-level platforms: the process a platform started on a node, with no launcher around it
-    Entry("kubeflow_trainer", "resolver.sources.kubeflow_trainer:KubeflowTrainer", ("PET_NNODES",)),
-    Entry("aws_batch", "resolver.sources.aws_batch:AwsBatch", ("AWS_BATCH_JOB_NUM_NODES",)),
-    Entry("sagemaker", "resolver.sources.sagemaker:SageMaker", ("SM_HOSTS", "SM_CURRENT_HOST")),
-    Entry("skypilot", "resolver.sources.skypilot:SkyPilot", ("SKYPILOT_NODE_IPS",)),
-    Entry("dstack", "resolver.sources.dstack:Dstack", ("DSTACK_NODES_NUM",)),
-    Entry("vertex", "resolver.sources.vertex:Vertex", ("CLUSTER_SPEC", "TF_CONFIG")),
     Entry(
-        "volcano",
-        "resolver.sources.volcano:Volcano",
-        ("VC_TASK_INDEX", "VK_TASK_INDEX", "VC_MASTER_HOSTS", "VC_WORKER_HOSTS"),
+        "gridengine",
+        f"{_SOURCES}.gridengine:GridEngine",
+        all_of("JOB_ID", "SGE_TASK_ID"),
+        facts=all_of("JOB_ID", "SGE_TASK_ID"),
+        endpoint=all_of("JOB_ID", "SGE_TASK_ID"),
     ),
-    Entry("azureml", "resolver.sources.azureml:AzureMl", ("AZUREML_RUN_ID",)),
-    Entry("tpu_vm", "resolver.sources.tpu_vm:TpuVm", ("TPU_WORKER_ID",)),
-)
-DEFAULT = Entry("lightning", "resolver.sources.lightning:Lightning")
-# Schedulers whose job facts (job id, array index, restart count) are laid over whatever launcher
-# started the process: `module:job_facts` functions, nearest first; the first candidate that gives
-# facts wins. The chosen source's own facts are not asked twice.
-SCHEDULERS: tuple[Entry, ...] = (
-    Entry("slurm", "resolver.sources.slurm:job_facts", ("SLURM_JOB_ID",)),
-    Entry("lsf", "resolver.sources.lsf:job_facts", ("LSB_JOBID",)),
-    Entry("flux", "resolver.sources.flux:job_facts", ("FLUX_JOB_ID",)),
-    Entry("gridengine", "resolver.sources.gridengine:job_facts", ("SGE_TASK_ID",)),
-    Entry("pbs", "resolver.sources.pbs:job_facts", ("PBS_JOBID",)),
-    Entry("azureml", "resolver.sources.azureml:job_facts", ("AZUREML_RUN_ID",)),
-    Entry("aws_batch", "resolver.sources.aws_batch:job_facts", ("AWS_BATCH_JOB_ID", "AWS_BATCH_JOB_ATTEMPT")),
+    Entry(
+        "pbs",
+        f"{_SOURCES}.pbs:Pbs",
+        all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
+        facts=all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
+        endpoint=all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
+    ),
+    # node-level platforms: the process a platform started on a node, with no launcher around it
+    Entry("kubeflow_trainer", f"{_SOURCES}.kubeflow_trainer:KubeflowTrainer", any_of("PET_NNODES")),
+    Entry(
+        "aws_batch",
+        f"{_SOURCES}.aws_batch:AwsBatch",
+        any_of("AWS_BATCH_JOB_NUM_NODES"),
+        facts=any_of("AWS_BATCH_JOB_ID", "AWS_BATCH_JOB_ATTEMPT"),
+    ),
     Entry(
         "sagemaker",
-        "resolver.sources.sagemaker:job_facts",
-        ("TRAINING_JOB_ARN", "TRAINING_JOB_NAME", "SM_TRAINING_ENV"),
+        f"{_SOURCES}.sagemaker:SageMaker",
+        any_of("SM_HOSTS", "SM_CURRENT_HOST"),
+        facts=any_of("TRAINING_JOB_ARN", "TRAINING_JOB_NAME", "SM_TRAINING_ENV"),
     ),
-    Entry("skypilot", "resolver.sources.skypilot:job_facts", ("SKYPILOT_TASK_ID",)),
-    Entry("dstack", "resolver.sources.dstack:job_facts", ("DSTACK_RUN_NAME",)),
+    Entry("skypilot", f"{_SOURCES}.skypilot:SkyPilot", any_of("SKYPILOT_NODE_IPS"), facts=any_of("SKYPILOT_TASK_ID")),
+    Entry("dstack", f"{_SOURCES}.dstack:Dstack", any_of("DSTACK_NODES_NUM"), facts=any_of("DSTACK_RUN_NAME")),
+    Entry("vertex", f"{_SOURCES}.vertex:Vertex", any_of("CLUSTER_SPEC", "TF_CONFIG")),
+    Entry(
+        "volcano",
+        f"{_SOURCES}.volcano:Volcano",
+        any_of("VC_TASK_INDEX", "VK_TASK_INDEX", "VC_MASTER_HOSTS", "VC_WORKER_HOSTS"),
+    ),
+    Entry(
+        "azureml",
+        f"{_SOURCES}.azureml:AzureMl",
+        any_of("AZUREML_RUN_ID"),
+        facts=any_of("AZUREML_RUN_ID"),
+        endpoint=any_of("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"),
+    ),
+    Entry("tpu_vm", f"{_SOURCES}.tpu_vm:TpuVm", any_of("TPU_WORKER_ID")),
+    Entry("lightning", f"{_SOURCES}.lightning:Lightning"),  # the default: always a candidate, always last
+    Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
+    Entry("xla", f"{_SOURCES}.xla:Xla", auto=False),
 )
-# Schedulers that give the MPI ranks inside their allocation a main endpoint without a collective:
-# `module:main_endpoint(environ, probes, *, one_node)` functions, nearest first; the first candidate
-# that answers wins (see `resolver.sources.scheduler_endpoint`).
-ENDPOINTS: tuple[Entry, ...] = (
-    Entry("gridengine", "resolver.sources.gridengine:main_endpoint", ("SGE_TASK_ID",)),
-    Entry("pbs", "resolver.sources.pbs:main_endpoint", ("PBS_JOBID",)),
-    Entry("azureml", "resolver.sources.azureml:main_endpoint", ("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE")),
-)
-# Launchers that bind accelerators to a process: `module:device_binding` functions giving a
-# `DeviceBinding`, consulted by the device rule (resolver/_devices.py) whatever source resolved.
-DEVICE_BINDINGS: tuple[Entry, ...] = (Entry("slurm", "resolver.sources.slurm:device_binding", ("SLURMD_TRES_BIND",)),)
-ON_REQUEST: tuple[Entry, ...] = (
-    Entry("kubeflow", "resolver.sources.kubeflow:Kubeflow", auto=False),
-    Entry("xla", "resolver.sources.xla:Xla", auto=False),
-)
+
+# -- views ---------------------------------------------------------------------------------------------
+
+DEFAULT: Entry = next(e for e in ENTRIES if e.name == "lightning")
+DETECTION_ORDER: tuple[Entry, ...] = tuple(e for e in ENTRIES if e.auto and e is not DEFAULT)
+ON_REQUEST: tuple[Entry, ...] = tuple(e for e in ENTRIES if not e.auto)
+# nearest first, as in the detection order; SLURM before LSF before Flux before Grid Engine ...
+SCHEDULERS: tuple[Entry, ...] = tuple(e for e in ENTRIES if e.facts is not None)
+ENDPOINTS: tuple[Entry, ...] = tuple(e for e in ENTRIES if e.endpoint is not None)
+DEVICE_BINDINGS: tuple[Entry, ...] = tuple(e for e in ENTRIES if e.devices is not None)
+
+
+def entry(name: str) -> Entry:
+    """The entry of the built-in source `name`; KeyError for any other name."""
+    for found in ENTRIES:
+        if found.name == name:
+            return found
+    raise KeyError(name)
+
+
+def scheduler_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
+    """The main address and port a scheduler gives the MPI ranks inside its allocation, with origins.
+
+    Asks the entries that offer an `endpoint`, in order; the first one met that answers wins; {} if
+    none does. `one_node` (every rank on this node) lets it read files that only some hosts have: then
+    every rank sees the same file system, so all of them skip the MPI exchange, or none does.
+    """
+    for candidate in ENDPOINTS:
+        if candidate.endpoint is not None and candidate.endpoint.met(environ):
+            found: JobFacts = candidate.offered("main_endpoint")(environ, probes, one_node=one_node)
+            if found:
+                return found
+    return {}

@@ -1,0 +1,174 @@
+"""Rules that several sources share, stated once: the job's port, host files, the one process a
+scheduler starts.
+
+- `job_port`: every process of a job computes the same main port alone, from the job's number:
+  ``base + (job * stride + offset) mod span``. A stride prime to the span gives consecutive jobs
+  (and the steps or array tasks in `offset`) different ports; each source documents its numbers.
+- `host_file` / `read_host_file`: the host files schedulers write (``PE_HOSTFILE``,
+  ``PBS_NODEFILE``, ``SLURM_HOSTFILE``, LSF's rank file): one line per host or slot, blank lines
+  and ``#`` comments skipped, the first word a host; an error names the variable, the file and the
+  line.
+- `first_host_here`: the first host of such a file as the main address, only on that host.
+- `one_process`: the record of the one process a scheduler started (job script, interactive shell,
+  array task), a world of one with the job's facts and port (Grid Engine, PBS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from resolver.environ import is_address
+from resolver.errors import InvalidSettings, InvalidVariable, shown
+from resolver.origin import Origin
+from resolver.sources._kit import Builder, Detection, JobFacts, present, read_if_here, same_host, this_host
+
+if TYPE_CHECKING:
+    from probes import Probes
+
+__all__ = [
+    "LOCAL_ADDRESS",
+    "RANK_VARIABLES",
+    "first_host_here",
+    "host_file",
+    "job_port",
+    "launched_inside",
+    "one_process",
+    "read_host_file",
+    "refuse_rank",
+]
+
+LOCAL_ADDRESS = "127.0.0.1"  # the main address of a world of one
+RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")  # a process launcher inside a job: the default reads them
+
+
+def job_port(
+    job: int,
+    job_term: str,
+    *,
+    base: int,
+    span: int,
+    stride: int = 1,
+    offset: int | None = None,
+    offset_term: str = "",
+    variables: tuple[str, ...] = (),
+) -> tuple[int, Origin]:
+    """``base + (job * stride + offset) mod span`` and its origin, which shows the rule and its numbers.
+
+    `job_term`/`offset_term` name the terms in words (`JOB_ID`, `SGE_TASK_ID`); `variables` are the
+    environment variables they were read from.
+    """
+    port = base + (job * stride + (offset or 0)) % span
+
+    def written(j: object, o: object) -> str:
+        term = f"{j} * {stride}" if stride != 1 else f"{j}"
+        return f"{base} + ({term} + {o}) mod {span}" if offset is not None else f"{base} + {term} mod {span}"
+
+    return port, Origin.formula(f"{written(job_term, offset_term)} ({written(job, offset)})", variables=variables)
+
+
+def host_file(text: str, variable: str, path: str, *, columns: str = "host", counted: bool = False) -> list[list[str]]:
+    """The words of each line of a host file whose first word is a host; blank and `#` lines skipped.
+
+    `columns` says what a line holds, for the error (`host slots queue processors`); `counted`: the
+    second word is a count of slots.
+    """
+    lines: list[list[str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if not is_address(words[0]) or (counted and not (len(words) > 1 and words[1].isascii() and words[1].isdigit())):
+            raise InvalidVariable(variable, path, f"a file of '{columns}' lines; line {number} is {shown(line)}")
+        lines.append(words)
+    if not lines:
+        raise InvalidVariable(variable, path, "a file listing the job's hosts; it is empty")
+    return lines
+
+
+def read_host_file(
+    environ: Mapping[str, str], probes: Probes, variable: str, *, columns: str = "host", counted: bool = False
+) -> list[list[str]] | None:
+    """`host_file` of the file `variable` names, read through the file probe; None where it is unset or
+    this host cannot read it (schedulers write some host files on one host only)."""
+    path = environ.get(variable)
+    if not path:
+        return None
+    text = read_if_here(probes, variable, path)
+    return None if text is None else host_file(text, variable, path, columns=columns, counted=counted)
+
+
+def first_host_here(
+    environ: Mapping[str, str], probes: Probes, variable: str, hosts: list[list[str]] | None
+) -> tuple[str, Origin] | None:
+    """The first host of the file `variable` names, when it is this host (the hostname probe); None otherwise.
+
+    Where the MPI launchers put rank 0 inside a scheduler's job. None where the file could not be read
+    and where this host is another one: ranks placed elsewhere must not be sent to a host that runs
+    none of them.
+    """
+    if hosts is None:
+        return None
+    first = hosts[0][0]
+    if not same_host(this_host(probes), first):
+        return None
+    return first, Origin.formula(f"first host of {variable} ({environ[variable]}), this host", variables=(variable,))
+
+
+def one_process(b: Builder, *, facts: JobFacts, port: tuple[int, Origin], title: str, started: str) -> None:
+    """Record the one process a scheduler started: a world of one with the job's facts and port.
+
+    `title` names the scheduler in words (`Grid Engine`), `started` says what it starts and how it
+    numbers it; `MASTER_ADDR` and `MASTER_PORT` win over the local address and the job's port. The
+    source adds its warnings, then builds.
+    """
+    b.facts(facts)
+    one = f"{b.source}: {started}"
+    for field in ("world_size", "local_world_size", "num_nodes"):
+        b.rule(field, 1, one)
+    for field in ("global_rank", "local_rank", "node_rank"):
+        b.rule(field, 0, one)
+    b.rule(
+        "creates_processes_externally",
+        False,
+        f"{b.source}: the only process {title} started here; it may start workers itself",
+    )
+    if b.optional_address("MASTER_ADDR") is None:
+        b.default("main_address", LOCAL_ADDRESS, f"{LOCAL_ADDRESS} (a world of one)")
+    if b.optional_port("MASTER_PORT") is None:
+        b.set("main_port", *port)
+
+
+def launched_inside(
+    environ: Mapping[str, str], found: tuple[str, ...], *, title: str, job: str, marker: str | None
+) -> Detection | None:
+    """A declining Detection when a launcher inside a scheduler's job started this process; None otherwise.
+
+    An MPI rank (`marker`, the MPI launcher's variable the MPI source found) goes to the MPI source; a
+    process with `RANK_VARIABLES` set (torchrun, Lightning, `apply(ranks=True)`) to the default source.
+    Either gets the job's facts from the scheduler. `found` are the variables that matched the job.
+    """
+    if marker is not None:
+        return Detection(
+            False,
+            f"an MPI rank inside {title} job {job} ({marker} is set): the MPI source resolves it, with the job's facts",
+            (*found, marker),
+        )
+    ranks = present(environ, *RANK_VARIABLES)
+    if ranks:
+        return Detection(
+            False,
+            f"{', '.join(ranks)} set by a launcher inside {title} job {job}: the default source reads them",
+            (*found, *ranks),
+        )
+    return None
+
+
+def refuse_rank(environ: Mapping[str, str], source: str, *, title: str, marker: str | None) -> None:
+    """`InvalidSettings` when a scheduler's one-process source is forced on an MPI rank (`marker` set)."""
+    if marker is not None:
+        raise InvalidSettings(
+            f"source={source!r} resolves the one process {title} started, but {marker}={shown(environ[marker])}: "
+            f"an MPI launcher started this rank; resolve without source= (the MPI source takes it, with {title}'s "
+            "job facts)"
+        )
