@@ -172,8 +172,8 @@ def test_a_scheduler_s_job_facts_reach_a_process_another_launcher_started() -> N
     }
     t = resolver.resolve(env, probes.fake())
     assert (t.source, t.job_id, t.job_name, t.restart_count) == ("mpi", "4242", "train", 2)
-    assert t.provenance["job_id"] == "env:SLURM_JOB_ID"
-    assert t.provenance["restart_count"] == "env:SLURM_RESTART_COUNT"
+    assert str(t.provenance["job_id"]) == "env:SLURM_JOB_ID"
+    assert str(t.provenance["restart_count"]) == "env:SLURM_RESTART_COUNT"
     # without a scheduler, the launcher's own id stays
     plain = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
     assert resolver.resolve(plain, probes.fake()).job_id == "prterun-vm-123@1"

@@ -26,7 +26,7 @@ def test_live_probes_answer() -> None:
 def test_two_resolves_in_one_process_name_the_same_endpoint() -> None:
     """The record you log and the one init_process_group() resolves again must agree (issue 15)."""
     first, second = resolver.resolve({}), resolver.resolve({})
-    assert first.provenance["main_port"] == "probe:free_port"
+    assert str(first.provenance["main_port"]) == "probe:free_port"
     assert (first.main_address, first.main_port) == (second.main_address, second.main_port)
     assert probes.system().free_port() == probes.system(timeout=5).free_port() == first.main_port
 
@@ -122,7 +122,7 @@ def test_resolve_asks_each_live_probe_with_its_deadline(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(live, "probe", probe)
     t = resolver.resolve({})
-    assert (t.main_port, t.provenance["main_port"]) == (29999, "probe:free_port")
+    assert (t.main_port, str(t.provenance["main_port"])) == (29999, "probe:free_port")
     assert asked and {timeout for _, timeout in asked} == {120.0}
     assert {name for name, _ in asked} <= {"free_port", "device_count", "which", "hostname"}
 

@@ -13,7 +13,7 @@ def test_spawn_plans_this_nodes_workers() -> None:
     workers = resolver.spawn(DEFAULT, devices=2, num_nodes=3)
     assert [(w.global_rank, w.local_rank, w.node_rank) for w in workers] == [(2, 0, 1), (3, 1, 1)]
     assert {(w.world_size, w.local_world_size, w.num_nodes, w.main_port) for w in workers} == {(6, 2, 3, 7000)}
-    assert workers[1].provenance["global_rank"].startswith("spawn:")
+    assert str(workers[1].provenance["global_rank"]).startswith("argument:spawn:")
     assert DEFAULT.world_size == 1  # the original record is untouched
 
 

@@ -185,7 +185,7 @@ class TopologyEnvironment(ClusterEnvironment):
         if all(getattr(current, name) == v for name, v in wanted.items()):
             self._pending = {}
             return  # nothing changes: the record (and where its values came from) stays
-        origin = {name: Origin.argument(f"lightning: set_{name}({v})") for name, v in wanted.items()}
+        origin = {name: Origin.argument(f"lightning:set_{name}({v})") for name, v in wanted.items()}
         changes: dict[str, Any] = {**wanted, "provenance": {**current.provenance, **origin}}
         try:
             self._topology = attrs.evolve(current, **changes)

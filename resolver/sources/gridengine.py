@@ -56,9 +56,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import is_address
-from resolver.errors import InvalidSettings, InvalidVariable, shown
-from resolver.sources import Builder, Detection, JobFacts, read_if_here, same_host, this_host
+from resolver.errors import InvalidVariable
+from resolver.origin import Origin
+from resolver.sources import (
+    Builder,
+    Detection,
+    JobFacts,
+    first_host_here,
+    host_file,
+    job_port,
+    launched_inside,
+    one_process,
+    read_host_file,
+    refuse_rank,
+)
+from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -66,14 +78,12 @@ if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
-    "DETECTION_VARIABLES",
+    "CANDIDATES",
     "HOSTFILE",
-    "LOCAL_ADDRESS",
     "NAME",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
-    "RANK_VARIABLES",
     "RESTART_FLAGS",
     "UNDEFINED",
     "GridEngine",
@@ -87,23 +97,18 @@ __all__ = [
 ]
 
 NAME = "gridengine"
-DETECTION_VARIABLES = ("JOB_ID", "SGE_TASK_ID")
+CANDIDATES = entry(NAME).candidates  # JOB_ID and SGE_TASK_ID: set for every job
 UNDEFINED = "undefined"  # SGE_TASK_ID (and SGE_TASK_FIRST/LAST/STEPSIZE) outside array jobs
 HOSTFILE = "PE_HOSTFILE"
 PORT_BASE = 20000
 PORT_SPAN = 10000
 PORT_STRIDE = 8191  # prime to PORT_SPAN: consecutive job ids get distinct ports
-LOCAL_ADDRESS = "127.0.0.1"
 RESTART_FLAGS = {"0": 0, "1": 1, "2": 1}  # RESTARTED -> restart_count (at least once)
-# variables of a process launcher inside the job: the default source reads them
-RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
-
-_NOT_IN_A_JOB = Detection(False, "not a Grid Engine job: JOB_ID and SGE_TASK_ID are not set", ())
 
 
 def in_job(environ: Mapping[str, str]) -> bool:
     """Whether Grid Engine started this process or one of its ancestors (JOB_ID and SGE_TASK_ID set)."""
-    return "JOB_ID" in environ and "SGE_TASK_ID" in environ
+    return CANDIDATES.met(environ)
 
 
 def _job_id(environ: Mapping[str, str]) -> int:
@@ -139,14 +144,14 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     if not in_job(environ):
         return {}
     job = _job_id(environ)
-    facts: JobFacts = {"job_id": (str(job), "env:JOB_ID")}
+    facts: JobFacts = {"job_id": (str(job), Origin.env("JOB_ID"))}
     name = env.optional_text(environ, "JOB_NAME")
     if name is not None and not pe_task(environ):  # a qrsh -inherit task's JOB_NAME is "petask", not the job's
-        facts["job_name"] = (name, "env:JOB_NAME")
+        facts["job_name"] = (name, Origin.env("JOB_NAME"))
     task = _task(environ)
     if task is not None:
-        facts["array_job_id"] = (str(job), "env:JOB_ID")
-        facts["array_task_id"] = (str(task), "env:SGE_TASK_ID")
+        facts["array_job_id"] = (str(job), Origin.env("JOB_ID"))
+        facts["array_task_id"] = (str(task), Origin.env("SGE_TASK_ID"))
     restarted = env.optional_text(environ, "RESTARTED")
     if restarted is not None:
         if restarted not in RESTART_FLAGS:
@@ -154,43 +159,41 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
                 "RESTARTED", restarted, "0, 1 (restarted after a crash or migration) or 2 (from a checkpoint)"
             )
         count = RESTART_FLAGS[restarted]
-        origin = "env:RESTARTED" if count == 0 else f"formula:RESTARTED={restarted}: restarted at least once"
+        origin = (
+            Origin.env("RESTARTED")
+            if count == 0
+            else Origin.formula(f"RESTARTED={restarted}: restarted at least once", variables=("RESTARTED",))
+        )
         facts["restart_count"] = (count, origin)
     return facts
 
 
-def default_port(environ: Mapping[str, str]) -> tuple[int, str]:
+def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     """The job's main port and its origin: the same on every process of one job (or array task)."""
     job, task = _job_id(environ), _task(environ)
-    port = PORT_BASE + (job * PORT_STRIDE + (task or 0)) % PORT_SPAN
     if task is None:
-        formula = f"{PORT_BASE} + JOB_ID * {PORT_STRIDE} mod {PORT_SPAN} ({PORT_BASE} + {job} * {PORT_STRIDE} mod"
-        return port, f"formula:{formula} {PORT_SPAN})"
-    formula = (
-        f"{PORT_BASE} + (JOB_ID * {PORT_STRIDE} + SGE_TASK_ID) mod {PORT_SPAN} "
-        f"({PORT_BASE} + ({job} * {PORT_STRIDE} + {task}) mod {PORT_SPAN})"
+        return job_port(job, "JOB_ID", base=PORT_BASE, span=PORT_SPAN, stride=PORT_STRIDE, variables=("JOB_ID",))
+    return job_port(
+        job,
+        "JOB_ID",
+        base=PORT_BASE,
+        span=PORT_SPAN,
+        stride=PORT_STRIDE,
+        offset=task,
+        offset_term="SGE_TASK_ID",
+        variables=("JOB_ID", "SGE_TASK_ID"),
     )
-    return port, f"formula:{formula}"
+
+
+_COLUMNS = "host slots queue processors"
 
 
 def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
     """``PE_HOSTFILE``'s (host, slots) lines in order; a malformed line is an `InvalidVariable` naming the file."""
-    hosts: list[tuple[str, int]] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        words = line.split()
-        if not words:
-            continue
-        if len(words) < 2 or not is_address(words[0]) or not (words[1].isascii() and words[1].isdigit()):
-            raise InvalidVariable(
-                HOSTFILE, path, f"a file of 'host slots queue processors' lines; line {number} is {shown(line)}"
-            )
-        hosts.append((words[0], int(words[1])))
-    if not hosts:
-        raise InvalidVariable(HOSTFILE, path, "a file listing the parallel job's hosts; it is empty")
-    return hosts
+    return [(words[0], int(words[1])) for words in host_file(text, HOSTFILE, path, columns=_COLUMNS, counted=True)]
 
 
-def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:
+def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, Origin] | None:
     """The first host of ``PE_HOSTFILE`` and its origin, when it is this host; None otherwise.
 
     The master task's host, where Open MPI's and MPICH's launchers put rank 0. None where the file
@@ -198,16 +201,10 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     probe) is another one: ranks that ``mpirun -host`` placed elsewhere, with a spool every host
     reads, must not be sent to a host that runs none of them. A malformed file is an error.
     """
-    path = environ.get(HOSTFILE)
-    if not path or not in_job(environ):
+    if not in_job(environ):
         return None
-    text = read_if_here(probes, HOSTFILE, path)
-    if text is None:
-        return None  # not this host's file: the master task's host has it
-    first = pe_hosts(text, path)[0][0]
-    if not same_host(this_host(probes), first):
-        return None
-    return first, f"formula:first host of {HOSTFILE} ({path}), this host"
+    hosts = read_host_file(environ, probes, HOSTFILE, columns=_COLUMNS, counted=True)
+    return first_host_here(environ, probes, HOSTFILE, hosts)
 
 
 def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
@@ -233,64 +230,34 @@ class GridEngine:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if not in_job(environ):
-            found = env.present(environ, *DETECTION_VARIABLES)
-            if not found:
-                return _NOT_IN_A_JOB
-            missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
-            return Detection(False, f"not a Grid Engine job: {missing} not set", found)
-        marker = rank_marker(environ)
-        if marker is not None:
-            return Detection(
-                False,
-                f"an MPI rank inside Grid Engine job {environ['JOB_ID']} ({marker} is set): the MPI source "
-                "resolves it, with the job's facts",
-                (*DETECTION_VARIABLES, marker),
-            )
-        ranks = env.present(environ, *RANK_VARIABLES)
-        if ranks:
-            return Detection(
-                False,
-                f"{', '.join(ranks)} set by a launcher inside Grid Engine job {environ['JOB_ID']}: the default "
-                "source reads them",
-                (*DETECTION_VARIABLES, *ranks),
-            )
+        declined = CANDIDATES.unmet(environ, "a Grid Engine job")
+        if declined is not None:
+            return declined
+        job = environ["JOB_ID"]
+        inside = launched_inside(environ, CANDIDATES.names, title="Grid Engine", job=job, marker=rank_marker(environ))
+        if inside is not None:
+            return inside
         return Detection(
             True,
-            f"JOB_ID={environ['JOB_ID']} and SGE_TASK_ID={environ['SGE_TASK_ID']}: one process started by Grid "
+            f"JOB_ID={job} and SGE_TASK_ID={environ['SGE_TASK_ID']}: one process started by Grid "
             "Engine (job script, array task or qrsh), a world of one",
-            DETECTION_VARIABLES,
+            CANDIDATES.names,
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        marker = rank_marker(environ)
-        if marker is not None:
-            raise InvalidSettings(
-                f"source='gridengine' resolves the one process Grid Engine started, but {marker}="
-                f"{shown(environ[marker])}: an MPI launcher started this rank; resolve without source= "
-                "(the MPI source takes it, with Grid Engine's job facts)"
-            )
-        b = Builder(NAME, environ)
+        refuse_rank(environ, NAME, title="Grid Engine", marker=rank_marker(environ))
         facts = job_facts(environ)
         if not facts:
             _job_id(environ)  # names whichever detection variable is missing
             _task(environ)
-        b.facts(facts)
-        one = "source:gridengine: Grid Engine starts one process per job, array task or qrsh and numbers none"
-        for field in ("world_size", "local_world_size", "num_nodes"):
-            b.set(field, 1, one)
-        for field in ("global_rank", "local_rank", "node_rank"):
-            b.set(field, 0, one)
-        b.set(
-            "creates_processes_externally",
-            False,
-            "source:gridengine: the only process Grid Engine started here; it may start workers itself",
+        b = Builder(NAME, environ)
+        one_process(
+            b,
+            facts=facts,
+            port=default_port(environ),
+            title="Grid Engine",
+            started="Grid Engine starts one process per job, array task or qrsh and numbers none",
         )
-        if b.optional_address("MASTER_ADDR") is None:
-            b.set("main_address", LOCAL_ADDRESS, f"default:{LOCAL_ADDRESS} (a world of one)")
-        if b.optional_port("MASTER_PORT") is None:
-            port, origin = default_port(environ)
-            b.set("main_port", port, origin)
         self._warn(b, environ)
         return b.build()
 

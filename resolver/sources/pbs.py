@@ -61,9 +61,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import is_address
-from resolver.errors import InvalidSettings, InvalidVariable, shown
-from resolver.sources import Builder, Detection, JobFacts, read_if_here, same_host, this_host
+from resolver.errors import InvalidVariable, shown
+from resolver.origin import Origin
+from resolver.sources import (
+    Builder,
+    Detection,
+    JobFacts,
+    first_host_here,
+    host_file,
+    job_port,
+    launched_inside,
+    one_process,
+    read_host_file,
+    refuse_rank,
+)
+from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
@@ -71,15 +83,13 @@ if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
-    "DETECTION_VARIABLES",
+    "CANDIDATES",
     "ENVIRONMENTS",
     "HOSTFILE",
-    "LOCAL_ADDRESS",
     "NAME",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
-    "RANK_VARIABLES",
     "TASK_VARIABLES",
     "Pbs",
     "default_port",
@@ -91,24 +101,21 @@ __all__ = [
 ]
 
 NAME = "pbs"
-DETECTION_VARIABLES = ("PBS_JOBID", "PBS_ENVIRONMENT")
+CANDIDATES = entry(NAME).candidates  # PBS_JOBID and PBS_ENVIRONMENT: PBS exports both to every job
 ENVIRONMENTS = ("PBS_BATCH", "PBS_INTERACTIVE")
 HOSTFILE = "PBS_NODEFILE"
 TASK_VARIABLES = ("PBS_TASKNUM", "PBS_NODENUM", "PBS_VNODENUM")  # pbsdsh / tm_spawn: not ranks
-RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")  # a launcher inside the job: the default reads them
 PORT_BASE = 20000
 PORT_SPAN = 10000
 PORT_STRIDE = 8191  # prime to PORT_SPAN
-LOCAL_ADDRESS = "127.0.0.1"
 # 1234.server, 1234[].server (an array), 1234[7].server (a subjob), Torque's 1234-7.server; server optional
 _JOB_ID = re.compile(r"([0-9]{1,18})(?:\[([0-9]{0,18})\]|-([0-9]{1,18}))?(?:\.[A-Za-z0-9_.-]+)?")
 _JOB_ID_EXPECTED = "a PBS job id: SEQUENCE[.SERVER], SEQUENCE[INDEX].SERVER or SEQUENCE-INDEX.SERVER"
-_NOT_IN_A_JOB = Detection(False, "not a PBS job: PBS_JOBID and PBS_ENVIRONMENT are not set", ())
 
 
 def in_job(environ: Mapping[str, str]) -> bool:
     """Whether PBS started this process or one of its ancestors (PBS_JOBID and PBS_ENVIRONMENT set)."""
-    return "PBS_JOBID" in environ and "PBS_ENVIRONMENT" in environ
+    return CANDIDATES.met(environ)
 
 
 def _job_id(environ: Mapping[str, str]) -> tuple[int, int | None]:
@@ -145,61 +152,46 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     if not in_job(environ):
         return {}
     _job_id(environ)
-    facts: JobFacts = {"job_id": (environ["PBS_JOBID"], "env:PBS_JOBID")}
+    facts: JobFacts = {"job_id": (environ["PBS_JOBID"], Origin.env("PBS_JOBID"))}
     name = env.optional_text(environ, "PBS_JOBNAME")
     if name is not None:
-        facts["job_name"] = (name, "env:PBS_JOBNAME")
+        facts["job_name"] = (name, Origin.env("PBS_JOBNAME"))
     index = _array_index(environ)
     if index is not None:
-        facts["array_task_id"] = (str(index[0]), f"env:{index[1]}")
+        facts["array_task_id"] = (str(index[0]), Origin.env(index[1]))
         if "PBS_ARRAY_ID" in environ:
-            facts["array_job_id"] = (environ["PBS_ARRAY_ID"], "env:PBS_ARRAY_ID")
+            facts["array_job_id"] = (environ["PBS_ARRAY_ID"], Origin.env("PBS_ARRAY_ID"))
     return facts
 
 
-def default_port(environ: Mapping[str, str]) -> tuple[int, str]:
+def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     """The job's main port and its origin: the same on every process of one job (or subjob)."""
     sequence, in_id = _job_id(environ)
     found = _array_index(environ)
     if found is not None:
-        index, term = found[0], found[1]
+        index, term, variables = found[0], found[1], ("PBS_JOBID", found[1])
     elif in_id is not None:
-        index, term = in_id, "PBS_JOBID's index"
+        index, term, variables = in_id, "PBS_JOBID's index", ("PBS_JOBID",)
     else:
-        index, term = 0, "0"
-    port = PORT_BASE + (sequence * PORT_STRIDE + index) % PORT_SPAN
-    formula = (
-        f"{PORT_BASE} + (PBS_JOBID's sequence * {PORT_STRIDE} + {term}) mod {PORT_SPAN} "
-        f"({PORT_BASE} + ({sequence} * {PORT_STRIDE} + {index}) mod {PORT_SPAN})"
+        index, term, variables = 0, "0", ("PBS_JOBID",)
+    return job_port(
+        sequence,
+        "PBS_JOBID's sequence",
+        base=PORT_BASE,
+        span=PORT_SPAN,
+        stride=PORT_STRIDE,
+        offset=index,
+        offset_term=term,
+        variables=variables,
     )
-    return port, f"formula:{formula}"
 
 
 def node_hosts(text: str, path: str) -> list[str]:
     """``PBS_NODEFILE``'s hosts, one per line (one line per slot, first the mother superior)."""
-    hosts: list[str] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        host = line.strip()
-        if not host:
-            continue
-        if not is_address(host):
-            raise InvalidVariable(HOSTFILE, path, f"a file of host names, one per line; line {number} is {shown(line)}")
-        hosts.append(host)
-    if not hosts:
-        raise InvalidVariable(HOSTFILE, path, "a file listing the job's hosts; it is empty")
-    return hosts
+    return [words[0] for words in host_file(text, HOSTFILE, path, columns="host")]
 
 
-def _read_hosts(environ: Mapping[str, str], probes: Probes) -> list[str] | None:
-    """The node file's hosts; None where it cannot be read (it is written on the mother superior)."""
-    path = environ.get(HOSTFILE)
-    if not path:
-        return None
-    text = read_if_here(probes, HOSTFILE, path)
-    return None if text is None else node_hosts(text, path)
-
-
-def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | None:
+def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, Origin] | None:
     """The first host of ``PBS_NODEFILE`` and its origin, when it is this host; None otherwise.
 
     The mother superior: where PBS runs the job script and the MPI launchers put rank 0. None where
@@ -208,13 +200,7 @@ def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, str] | N
     """
     if not in_job(environ):
         return None
-    hosts = _read_hosts(environ, probes)
-    if hosts is None:
-        return None
-    first = hosts[0]
-    if not same_host(this_host(probes), first):
-        return None
-    return first, f"formula:first host of {HOSTFILE} ({environ[HOSTFILE]}), this host"
+    return first_host_here(environ, probes, HOSTFILE, read_host_file(environ, probes, HOSTFILE))
 
 
 def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
@@ -238,62 +224,35 @@ class Pbs:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if not in_job(environ):
-            found = env.present(environ, *DETECTION_VARIABLES)
-            if not found:
-                return _NOT_IN_A_JOB
-            missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
-            return Detection(False, f"not a PBS job: {missing} not set", found)
+        declined = CANDIDATES.unmet(environ, "a PBS job")
+        if declined is not None:
+            return declined
         job = shown(environ["PBS_JOBID"])
-        marker = rank_marker(environ)
-        if marker is not None:
-            return Detection(
-                False,
-                f"an MPI rank inside PBS job {job} ({marker} is set): the MPI source resolves it, with the job's facts",
-                (*DETECTION_VARIABLES, marker),
-            )
-        ranks = env.present(environ, *RANK_VARIABLES)
-        if ranks:
-            return Detection(
-                False,
-                f"{', '.join(ranks)} set by a launcher inside PBS job {job}: the default source reads them",
-                (*DETECTION_VARIABLES, *ranks),
-            )
+        inside = launched_inside(environ, CANDIDATES.names, title="PBS", job=job, marker=rank_marker(environ))
+        if inside is not None:
+            return inside
         tasks = env.present(environ, *TASK_VARIABLES)
         return Detection(
             True,
             f"PBS_JOBID={job} and PBS_ENVIRONMENT={shown(environ['PBS_ENVIRONMENT'])}: one process started by PBS "
             "(job script, interactive shell or pbsdsh task), a world of one",
-            (*DETECTION_VARIABLES, *tasks),
+            (*CANDIDATES.names, *tasks),
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        marker = rank_marker(environ)
-        if marker is not None:
-            raise InvalidSettings(
-                f"source='pbs' resolves the one process PBS started, but {marker}={shown(environ[marker])}: an MPI "
-                "launcher started this rank; resolve without source= (the MPI source takes it, with PBS's job facts)"
-            )
-        b = Builder(NAME, environ)
+        refuse_rank(environ, NAME, title="PBS", marker=rank_marker(environ))
         _environment(environ)
-        b.facts(job_facts(environ))
-        if "job_id" not in b.values:
+        facts = job_facts(environ)
+        if not facts:
             _job_id(environ)  # names the missing variable
-        one = "source:pbs: PBS starts one process per job script, interactive shell or pbsdsh task and numbers none"
-        for field in ("world_size", "local_world_size", "num_nodes"):
-            b.set(field, 1, one)
-        for field in ("global_rank", "local_rank", "node_rank"):
-            b.set(field, 0, one)
-        b.set(
-            "creates_processes_externally",
-            False,
-            "source:pbs: the only process PBS started here; it may start workers itself",
+        b = Builder(NAME, environ)
+        one_process(
+            b,
+            facts=facts,
+            port=default_port(environ),
+            title="PBS",
+            started="PBS starts one process per job script, interactive shell or pbsdsh task and numbers none",
         )
-        if b.optional_address("MASTER_ADDR") is None:
-            b.set("main_address", LOCAL_ADDRESS, f"default:{LOCAL_ADDRESS} (a world of one)")
-        if b.optional_port("MASTER_PORT") is None:
-            port, origin = default_port(environ)
-            b.set("main_port", port, origin)
         self._warn(b, environ, probes)
         return b.build()
 
@@ -302,10 +261,10 @@ class Pbs:
         job = environ["PBS_JOBID"]
         for variable in TASK_VARIABLES:
             env.optional_integer(environ, variable)  # malformed values are named even if unused
-        hosts = _read_hosts(environ, probes)
+        lines = read_host_file(environ, probes, HOSTFILE)
         nodes = (
-            len(dict.fromkeys(hosts))
-            if hosts is not None
+            len(dict.fromkeys(words[0] for words in lines))
+            if lines is not None
             else env.optional_integer(environ, "PBS_NUM_NODES", minimum=1)
         )
         if "PBS_VNODENUM" in environ and environ.get("PBS_VNODENUM") != "0":

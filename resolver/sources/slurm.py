@@ -41,15 +41,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from resolver import environ as env
+from resolver import hostlist
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.origin import Origin
+from resolver.sources import Builder, DeviceBinding, JobFacts, job_port, read_job_facts
+from resolver.sources._kit import Detection
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
-    from resolver.sources import DeviceBinding
 
 __all__ = [
+    "CANDIDATES",
     "DEFAULT_PORT",
     "HOSTFILE",
     "INTERACTIVE_NAMES",
@@ -66,6 +70,7 @@ __all__ = [
 ]
 
 NAME = "slurm"
+CANDIDATES = entry(NAME).candidates  # SLURM_NTASKS: set inside every job
 INTERACTIVE_NAMES = ("bash", "interactive")
 DEFAULT_PORT = 12910
 PORT_SCHEMES = ("lightning", "step")
@@ -146,15 +151,19 @@ def _task0_host(environ: Mapping[str, str], probes: Probes) -> str:
             f"{environ['SLURM_DISTRIBUTION']} task 0 runs on its first host, which no other variable names: "
             "make the file readable on every node or set MASTER_ADDR to task 0's host",
         ) from None
+    first = _first_entry(content, path)
+    try:
+        return env.check_address(HOSTFILE, hostlist.first(first))
+    except HostlistSyntaxError as exc:
+        raise exc.for_variable(HOSTFILE) from None
+
+
+def _first_entry(content: str, path: str) -> str:
+    """The first entry of the hostfile: its first line's names, a hostlist expression srun expands."""
     for line in content.splitlines():
         entry = line.strip()
         if entry and not entry.startswith("#"):
-            from resolver import hostlist
-
-            try:
-                return env.check_address(HOSTFILE, hostlist.first(entry))
-            except HostlistSyntaxError as exc:
-                raise exc.for_variable(HOSTFILE) from None
+            return entry
     raise InvalidVariable(HOSTFILE, path, "a file whose first line names task 0's host (it has no host)")
 
 
@@ -169,8 +178,6 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     raw = environ.get("SLURMD_TRES_BIND")
     if raw is None:
         return None
-    from resolver.sources import DeviceBinding  # built on first use (see the kit)
-
     expected = "gpu:BINDING as srun writes it for --gpu-bind or --gpus-per-task (gpu:per_task:N with N >= 1)"
     options = [option for option in raw.removeprefix("gpu:").split(",") if option != "verbose"]
     if not raw.startswith("gpu:") or not options or not options[0]:
@@ -214,7 +221,7 @@ class Slurm:
         return f"Slurm(port_scheme={self.port_scheme!r})"
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if "SLURM_NTASKS" not in environ:
+        if not CANDIDATES.met(environ):
             return Detection(False, "SLURM_NTASKS is not set: not inside a SLURM job")
         in_step = "SLURM_STEP_ID" in environ
         if not in_step and "SLURM_PROCID" not in environ:
@@ -262,17 +269,15 @@ class Slurm:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         tasks_var = _scoped(environ, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
-        world = b.env("world_size", env.integer(environ, tasks_var, minimum=1, source=NAME), tasks_var)
-        b.env("global_rank", env.integer(environ, "SLURM_PROCID", source=NAME), "SLURM_PROCID")
-        b.env("local_rank", env.integer(environ, "SLURM_LOCALID", source=NAME), "SLURM_LOCALID")
-        node = b.env("node_rank", env.integer(environ, "SLURM_NODEID", source=NAME), "SLURM_NODEID")
+        world = b.integer("world_size", tasks_var, minimum=1)
+        b.integer("global_rank", "SLURM_PROCID")
+        b.integer("local_rank", "SLURM_LOCALID")
+        node = b.integer("node_rank", "SLURM_NODEID")
 
         nodelist_var = _scoped(environ, "SLURM_STEP_NODELIST", "SLURM_NODELIST")
         if nodelist_var not in environ and "SLURM_JOB_NODELIST" in environ:
             nodelist_var = "SLURM_JOB_NODELIST"
         nodelist = env.text(environ, nodelist_var, source=NAME, expected="a SLURM hostlist such as ci[1-2]")
-        from resolver import hostlist  # lazily: only a SLURM task pays for the grammar
-
         try:
             hosts = hostlist.count(nodelist)
             head = hostlist.first(nodelist)
@@ -281,13 +286,13 @@ class Slurm:
         nodes_var = _scoped(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES")
         nodes = env.optional_integer(environ, nodes_var, minimum=1)
         if nodes is None:
-            b.set("num_nodes", hosts, f"formula:count of hosts in {nodelist_var}")
+            b.formula("num_nodes", hosts, f"count of hosts in {nodelist_var}", nodelist_var)
         elif nodes != hosts:
             raise InvalidVariable(
                 nodes_var, str(nodes), f"the number of hosts in {nodelist_var}={shown(nodelist)} ({count(hosts)})"
             )
         else:
-            b.env("num_nodes", nodes, nodes_var)
+            b.set("num_nodes", nodes, Origin.env(nodes_var))
 
         per_node_var = _scoped(environ, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
         if per_node_var in environ:
@@ -303,16 +308,26 @@ class Slurm:
                 )
             here = local_tasks(groups, node)
             if here is not None:  # None: node_rank beyond the nodes; the record refuses it below
-                b.set("local_world_size", here, f"formula:entry {node} (SLURM_NODEID) of {per_node_var}")
+                b.formula(
+                    "local_world_size",
+                    here,
+                    f"entry {node} (SLURM_NODEID) of {per_node_var}",
+                    per_node_var,
+                    "SLURM_NODEID",
+                )
 
         if b.optional_address("MASTER_ADDR") is None:
             if _arbitrary(environ):
-                b.set("main_address", _task0_host(environ, probes), f"probe:read_text({HOSTFILE}) first host")
+                origin = Origin.probe(
+                    "read_text", f"first host of {HOSTFILE}", variables=(HOSTFILE, "SLURM_DISTRIBUTION")
+                )
+                b.set("main_address", _task0_host(environ, probes), origin)
             else:
-                b.set("main_address", env.check_address(nodelist_var, head), f"formula:first host of {nodelist_var}")
+                address = env.check_address(nodelist_var, head)
+                b.formula("main_address", address, f"first host of {nodelist_var}", nodelist_var)
         self._port(b, environ)
 
-        b.set("creates_processes_externally", True, "source:slurm (srun starts every task)")
+        b.rule("creates_processes_externally", True, "slurm (srun starts every task)")
         b.facts(job_facts(environ))
         return b.build()
 
@@ -321,17 +336,39 @@ class Slurm:
             return
         job = env.optional_integer(environ, "SLURM_JOB_ID")
         if job is None:
-            b.set("main_port", DEFAULT_PORT, f"default:{DEFAULT_PORT} (no SLURM_JOB_ID)")
-        elif self.port_scheme == "step":
-            step = env.optional_integer(environ, "SLURM_STEP_ID") or 0
-            port = 10000 + (job * 8191 + step) % 50000
-            b.set("main_port", port, "formula:10000 + (SLURM_JOB_ID * 8191 + SLURM_STEP_ID) % 50000")
+            b.default("main_port", DEFAULT_PORT, f"{DEFAULT_PORT} (no SLURM_JOB_ID)")
+            return
+        step = env.optional_integer(environ, "SLURM_STEP_ID") or 0
+        variables = ("SLURM_JOB_ID", "SLURM_STEP_ID") if "SLURM_STEP_ID" in environ else ("SLURM_JOB_ID",)
+        if self.port_scheme == "step":
+            b.set(
+                "main_port",
+                *job_port(
+                    job,
+                    "SLURM_JOB_ID",
+                    base=10000,
+                    span=50000,
+                    stride=8191,
+                    offset=step,
+                    offset_term="SLURM_STEP_ID",
+                    variables=variables,
+                ),
+            )
+        elif step == 0:
+            b.set(
+                "main_port",
+                *job_port(job % 10000, "last four digits of SLURM_JOB_ID", base=15000, span=10000, variables=variables),
+            )
         else:
-            last4 = int(environ["SLURM_JOB_ID"][-4:])
-            step = env.optional_integer(environ, "SLURM_STEP_ID") or 0
-            if step == 0:
-                b.set("main_port", 15000 + last4, "formula:15000 + last four digits of SLURM_JOB_ID")
-            else:
-                port = 15000 + (last4 + STEP_STRIDE * step) % 10000
-                origin = f"formula:15000 + (last four digits of SLURM_JOB_ID + {STEP_STRIDE} * SLURM_STEP_ID) % 10000"
-                b.set("main_port", port, origin)
+            b.set(
+                "main_port",
+                *job_port(
+                    job % 10000,
+                    "last four digits of SLURM_JOB_ID",
+                    base=15000,
+                    span=10000,
+                    offset=STEP_STRIDE * step,
+                    offset_term=f"{STEP_STRIDE} * SLURM_STEP_ID",
+                    variables=variables,
+                ),
+            )

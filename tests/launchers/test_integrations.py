@@ -6,6 +6,7 @@ Each process runs tests/launchers/integration_worker.py and writes its answer to
 checks are here: the all_reduce summed every rank, and after destroy os.environ is as before.
 """
 
+from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -178,12 +179,14 @@ def test_fabric_spawns_its_own_workers(out: Path) -> None:
     assert (parent["first"]["creates_processes_externally"], parent["first"]["world_size"]) == (False, 1)
     assert parent["external"] is False
     assert (parent["topology"]["local_world_size"], parent["topology"]["num_nodes"]) == (2, 1)
-    assert parent["topology"]["provenance"]["world_size"].startswith("spawn:")
+    assert str(Origin.from_dict(parent["topology"]["provenance"]["world_size"])).startswith("argument:spawn:")
     assert parent["env"]["LOCAL_RANK"] == "0"  # Lightning's launcher wrote it; we did not
     # the child resolved what the launcher gave it (no RANK: rank 0), and Lightning's set_global_rank evolved it
     assert child["first"]["creates_processes_externally"] is True
     assert child["first"]["global_rank"] == 0  # the record it started with is unchanged
-    assert child["topology"]["provenance"]["global_rank"] == "lightning:set_global_rank(1)"
+    assert (
+        str(Origin.from_dict(child["topology"]["provenance"]["global_rank"])) == "argument:lightning:set_global_rank(1)"
+    )
     assert child["env"]["RANK"] is None
 
 
@@ -198,4 +201,4 @@ def test_trainer_spawns_its_workers_once_for_fit_and_test(out: Path) -> None:
         assert answer["external"] is True
     assert parent["external_after_fit"] is False  # the process that started the workers...
     assert parent["first"]["creates_processes_externally"] is False
-    assert parent["topology"]["provenance"]["world_size"].startswith("spawn:")
+    assert str(Origin.from_dict(parent["topology"]["provenance"]["world_size"])).startswith("argument:spawn:")

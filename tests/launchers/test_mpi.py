@@ -11,6 +11,7 @@ and an /etc/hosts that resolves both. The launcher then sees two hosts, as on a 
 Run: python -m pytest tests/launchers/test_mpi.py   (as root; Open MPI, MPICH, mpi4py, torch)
 """
 
+from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -152,8 +153,10 @@ def test_open_mpi_mpirun_n4(out: Path) -> None:
     for answer in found:
         top = answer["topology"]
         assert answer["truth"]["library"].startswith("Open MPI")
-        assert top["provenance"]["global_rank"] == "env:OMPI_COMM_WORLD_RANK"
-        assert top["provenance"]["node_rank"].startswith("formula:0")  # LOCAL_SIZE == SIZE: one node
+        assert str(Origin.from_dict(top["provenance"]["global_rank"])) == "env:OMPI_COMM_WORLD_RANK"
+        assert str(Origin.from_dict(top["provenance"]["node_rank"])).startswith(
+            "formula:0"
+        )  # LOCAL_SIZE == SIZE: one node
         assert top["main_port"] == found[0]["topology"]["main_port"]
         assert top["warnings"] == []
         assert answer["mpi_imported_by_resolve"] is True  # the main port needed rank 0 and one bcast
@@ -185,7 +188,7 @@ def test_an_azure_ml_mpi_job_names_its_main_node_so_mpi_is_never_touched(out: Pa
         top = answer["topology"]
         assert (top["source"], top["global_rank"], top["world_size"], top["node_rank"]) == ("mpi", rank, 2, 0)
         assert (top["main_address"], top["main_port"], top["job_id"]) == ("127.0.0.1", port, azure["AZUREML_RUN_ID"])
-        assert top["provenance"]["main_port"] == "env:AZ_BATCH_MASTER_NODE (port)"
+        assert str(Origin.from_dict(top["provenance"]["main_port"])) == "env:AZ_BATCH_MASTER_NODE (port)"
         assert answer["mpi_imported_by_resolve"] is False  # the platform named the endpoint: no exchange
         assert answer["all_reduce"] == 3
 
@@ -197,7 +200,7 @@ def test_mpich_hydra_n4(out: Path, mpich_env: dict[str, str]) -> None:
     check_world(found, node_ranks=[0, 0, 0, 0], launcher_local="MPI_LOCALRANKID")
     for answer in found:
         assert answer["truth"]["library"].startswith("MPICH")
-        assert answer["topology"]["provenance"]["world_size"] == "env:PMI_SIZE"
+        assert str(Origin.from_dict(answer["topology"]["provenance"]["world_size"])) == "env:PMI_SIZE"
 
 
 def test_mpich_without_the_abi_setting_is_a_clear_fault(out: Path) -> None:
@@ -240,7 +243,7 @@ def test_two_emulated_hosts_open_mpi(out: Path, fake_ssh: Path) -> None:
         top = answer["topology"]
         assert top["local_rank"] == int(answer["env"]["OMPI_COMM_WORLD_LOCAL_RANK"])  # the launcher agrees
         assert top["main_address"] == "nodeA"
-        assert top["provenance"]["node_rank"].startswith("probe:comm.allgather")
+        assert str(Origin.from_dict(top["provenance"]["node_rank"])).startswith("probe:comm.allgather")
         assert top["warnings"] == []
 
 
@@ -458,8 +461,8 @@ def test_wheel_n4_on_one_node(out: Path, name: str) -> None:
     check_world(found, node_ranks=[0, 0, 0, 0], launcher_local=wheel["local"])
     for answer in found:
         assert answer["truth"]["library"].startswith(wheel["library"]), answer["truth"]
-        assert answer["topology"]["provenance"]["world_size"] == f"env:{wheel['size']}"
-        assert answer["topology"]["provenance"]["node_rank"].startswith("formula:0")
+        assert str(Origin.from_dict(answer["topology"]["provenance"]["world_size"])) == f"env:{wheel['size']}"
+        assert str(Origin.from_dict(answer["topology"]["provenance"]["node_rank"])).startswith("formula:0")
 
 
 @pytest.mark.parametrize("layout", ["block", "round_robin"])
@@ -484,7 +487,7 @@ def test_wheel_n4_on_two_emulated_hosts(out: Path, name: str, layout: str, reque
             answer["truth"]["host_local_size"],
         ), answer
         assert top["main_address"] == "nodeA"
-        assert top["provenance"]["node_rank"].startswith("probe:comm.allgather")
+        assert str(Origin.from_dict(top["provenance"]["node_rank"])).startswith("probe:comm.allgather")
         assert top["warnings"] == []
 
 

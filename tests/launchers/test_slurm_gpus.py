@@ -7,6 +7,7 @@ and `SLURM_STEP_GPUS`, which ones it got; `srun -l` says which task printed what
 and never give two tasks of one node the same GPU, or say None with a warning.
 """
 
+from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def check_devices(rows: dict[int, dict[str, Any]], per_task: int) -> dict[int, s
         assert gpus["SLURM_STEP_GPUS"].split(",") == given  # no device cgroup: the same list
         assert len(given) == per_task, gpus
         assert t["visible_devices"] == given
-        assert t["provenance"]["visible_devices"] == "env:CUDA_VISIBLE_DEVICES"
+        assert str(Origin.from_dict(t["provenance"]["visible_devices"])) == "env:CUDA_VISIBLE_DEVICES"
         assert t["local_device"] is not None, t["warnings"]
         chosen[task] = given[t["local_device"]]
         taken[row["node"]].append(chosen[task])
@@ -67,7 +68,7 @@ def test_each_task_takes_a_gpu_slurm_gave_it(
     check_devices(rows, per_task)
     for row in rows.values():
         t = row["topology"]
-        assert origin in t["provenance"]["local_device"]
+        assert origin in str(Origin.from_dict(t["provenance"]["local_device"]))
         if per_task == 1 or "per_task" in origin:
             assert t["local_device"] == 0
         else:

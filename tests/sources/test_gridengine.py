@@ -71,8 +71,10 @@ def test_a_job_script_binary_or_qrsh_is_a_world_of_one_with_the_jobs_facts(
     assert t.creates_processes_externally is False
     assert (t.job_id, t.job_name, t.array_job_id, t.array_task_id, t.restart_count) == (job_id, job_name, None, None, 0)
     assert t.warnings == ()
-    assert t.provenance["job_id"] == "env:JOB_ID"
-    assert t.provenance["main_port"] == f"formula:20000 + JOB_ID * 8191 mod 10000 (20000 + {job_id} * 8191 mod 10000)"
+    assert str(t.provenance["job_id"]) == "env:JOB_ID"
+    assert (
+        str(t.provenance["main_port"]) == f"formula:20000 + JOB_ID * 8191 mod 10000 (20000 + {job_id} * 8191 mod 10000)"
+    )
 
 
 def test_the_hpc_truth_of_the_single_processes() -> None:
@@ -96,8 +98,8 @@ def test_array_tasks_record_their_index_and_take_their_own_port(task: int) -> No
     t = resolver.resolve(environ, FAKE)
     assert (t.source, t.world_size, t.job_id, t.array_job_id, t.array_task_id) == ("gridengine", 1, "5", "5", str(task))
     assert t.main_port == port(5, task)
-    assert t.provenance["array_task_id"] == "env:SGE_TASK_ID"
-    assert "SGE_TASK_ID" in t.provenance["main_port"]
+    assert str(t.provenance["array_task_id"]) == "env:SGE_TASK_ID"
+    assert "SGE_TASK_ID" in str(t.provenance["main_port"])
 
 
 def test_qrsh_inherit_task_is_one_process_and_says_it_is_not_numbered() -> None:
@@ -120,7 +122,7 @@ def test_the_master_task_of_a_multi_host_job_warns_that_it_is_one_process() -> N
 def test_master_variables_win() -> None:
     t = resolver.resolve({**TWO_HOSTS, "MASTER_ADDR": "node1", "MASTER_PORT": "29500"}, FAKE)
     assert (t.main_address, t.main_port) == ("node1", 29500)
-    assert (t.provenance["main_address"], t.provenance["main_port"]) == ("env:MASTER_ADDR", "env:MASTER_PORT")
+    assert (str(t.provenance["main_address"]), str(t.provenance["main_port"])) == ("env:MASTER_ADDR", "env:MASTER_PORT")
 
 
 @pytest.mark.parametrize(
@@ -133,7 +135,7 @@ def test_master_variables_win() -> None:
 )
 def test_restarted_is_a_flag(restarted: str, count: int, origin: str) -> None:
     t = resolver.resolve({**TWO_HOSTS, "RESTARTED": restarted}, FAKE)
-    assert (t.restart_count, t.provenance["restart_count"]) == (count, origin)
+    assert (t.restart_count, str(t.provenance["restart_count"])) == (count, origin)
 
 
 # -- what Grid Engine does not resolve ----------------------------------------------------------------
@@ -193,9 +195,10 @@ def test_mpi_ranks_on_the_master_host_need_no_exchange(
         )
         assert (t.main_address, t.main_port) == ("vm", port(int(job_id)))
         assert (
-            t.provenance["main_address"] == f"formula:first host of PE_HOSTFILE ({environ['PE_HOSTFILE']}), this host"
+            str(t.provenance["main_address"])
+            == f"formula:first host of PE_HOSTFILE ({environ['PE_HOSTFILE']}), this host"
         )
-        assert (t.job_id, t.provenance["job_id"], t.restart_count) == (job_id, "env:JOB_ID", 0)
+        assert (t.job_id, str(t.provenance["job_id"]), t.restart_count) == (job_id, "env:JOB_ID", 0)
         truth = truths.get(pattern.format(rank))
         if truth is not None:
             assert (t.global_rank, t.world_size, t.main_address) == (
