@@ -28,28 +28,28 @@ job facts still come from the platform, through the module's ``job_facts`` in th
 
 How a platform module uses this (see ``aws_batch.py`` or ``kubeflow_trainer.py``)::
 
+    CANDIDATES = entry(NAME).candidates       # the registry's variables, declared there once
+
     def detect(self, environ):
-        inside = started_inside(environ, "AWS Batch")
-        if inside is not None:
-            return inside
-        ...                                   # match on the platform's own variables
+        return detect_agent(environ, CANDIDATES, "AWS Batch", "a node of an AWS Batch ... job")
 
     def resolve(self, environ, probes):
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))           # job id, attempt: the module's own JobFacts
         return agent(
             b,
-            node=read(environ, "AWS_BATCH_JOB_NODE_INDEX"),            # (value, origin)
+            node=read(environ, "AWS_BATCH_JOB_NODE_INDEX"),            # (value, Origin)
             nodes=read(environ, "AWS_BATCH_JOB_NUM_NODES", minimum=1),
-            address=(head, "env:AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"),
+            address=read_address(environ, MAIN_ADDRESS, source=NAME),
             main=read(environ, "AWS_BATCH_JOB_MAIN_NODE_INDEX"),       # only when it may be != 0
-            per_node=None,                    # or (8, "env:SKYPILOT_NUM_GPUS_PER_NODE")
-            port=None,                        # or the platform's (29500, "env:PET_MASTER_PORT")
+            per_node=None,                    # or per_node(environ, "SKYPILOT_NUM_GPUS_PER_NODE")
+            port=None,                        # or the platform's: optional_port(environ, "PET_MASTER_PORT")
         )
 
-Each fact is a ``(value, origin)`` pair; an ``env:VAR`` origin is what an error names. The
-module reads and checks its own variables (lists, JSON, files); `agent` checks that the node
-index and the main index fit the node count and builds the record.
+Each fact is a ``(value, Origin)`` pair; the variable of an env origin (or the first variable a
+formula was computed from) is what an error names. The module reads and checks its own variables
+(lists, JSON, files); `agent` checks that the node index and the main index fit the node count and
+builds the record.
 """
 
 from __future__ import annotations
@@ -59,20 +59,47 @@ from typing import TypeVar
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable
-from resolver.sources import Builder, Detection
+from resolver.origin import Origin
+from resolver.sources import Builder, Candidates, Detection
 from resolver.topology import Topology
 
-__all__ = ["DEFAULT_PORT", "Fact", "address_list", "agent", "node_count", "per_node", "read", "started_inside"]
+__all__ = [
+    "DEFAULT_PORT",
+    "TORCHRUN_PORT",
+    "Fact",
+    "address_list",
+    "agent",
+    "detect_agent",
+    "node_count",
+    "optional_port",
+    "per_node",
+    "read",
+    "read_address",
+    "started_inside",
+]
 
 DEFAULT_PORT = 29500  # torchrun's --master-port default
+TORCHRUN_PORT = (DEFAULT_PORT, Origin.default(f"{DEFAULT_PORT} (torchrun's --master-port default)"))
 T = TypeVar("T")
-Fact = tuple[T, str]  # a value and where it came from: env:VAR, formula:..., probe:..., default:...
+Fact = tuple[T, Origin]  # a value and where it came from
 LAUNCHER_MARK = "LOCAL_RANK"  # every process launcher sets it; no node-level platform does
 
 
 def read(environ: Mapping[str, str], variable: str, *, minimum: int = 0) -> Fact[int]:
     """A required integer variable as a fact (an error names it when missing or malformed)."""
-    return env.integer(environ, variable, minimum=minimum), f"env:{variable}"
+    return env.integer(environ, variable, minimum=minimum), Origin.env(variable)
+
+
+def read_address(environ: Mapping[str, str], variable: str, *, source: str) -> Fact[str]:
+    """A required host name or IP address as a fact."""
+    return env.address(environ, variable, source=source), Origin.env(variable)
+
+
+def optional_port(environ: Mapping[str, str], variable: str) -> Fact[int] | None:
+    """A TCP port as a fact when `variable` is set; None otherwise."""
+    if variable not in environ:
+        return None
+    return env.check_port(variable, environ[variable]), Origin.env(variable)
 
 
 def address_list(environ: Mapping[str, str], variable: str) -> list[str]:
@@ -88,13 +115,13 @@ def address_list(environ: Mapping[str, str], variable: str) -> list[str]:
 def per_node(environ: Mapping[str, str], variable: str) -> Fact[int] | None:
     """A GPUs-per-node count as the workers per node; None when unset or 0 (a CPU node)."""
     count = env.optional_integer(environ, variable)
-    return None if not count else (count, f"env:{variable}")
+    return None if not count else (count, Origin.env(variable))
 
 
 def node_count(environ: Mapping[str, str], variable: str, ips: list[str], ips_variable: str) -> Fact[int]:
     """The node count from `variable`, which must match the number of IPs; their count without it."""
     if variable not in environ:
-        return len(ips), f"formula:count of lines of {ips_variable}"
+        return len(ips), Origin.formula(f"count of lines of {ips_variable}", variables=(ips_variable,))
     nodes = read(environ, variable, minimum=1)
     if nodes[0] != len(ips):
         raise InvalidVariable(variable, environ[variable], f"the number of addresses in {ips_variable} ({len(ips)})")
@@ -113,19 +140,39 @@ def started_inside(environ: Mapping[str, str], platform: str) -> Detection | Non
     )
 
 
-def _named(origin: str) -> str:
-    return origin[4:] if origin.startswith("env:") else origin
+def detect_agent(
+    environ: Mapping[str, str], candidates: Candidates, platform: str, what: str, *, also: tuple[str, ...] = ()
+) -> Detection:
+    """A node-level platform's detection: not `what` unless its `candidates` are met, not the agent
+    when a launcher inside the node started this process (`started_inside`), else `what`'s agent.
+
+    `also`: other variables of the platform that the detection lists when they are set.
+    """
+    declined = candidates.unmet(environ, what)
+    if declined is not None:
+        return declined
+    inside = started_inside(environ, platform)
+    if inside is not None:
+        return inside
+    return Detection(True, f"{what}, no launcher around it", env.present(environ, *candidates.names, *also))
+
+
+def _variable(origin: Origin) -> str:
+    """What an error about a fact names: its variable (or the first it was computed from), else the origin."""
+    return origin.variables[0] if origin.variables else str(origin)
 
 
 def _said(fact: Fact[int]) -> str:
     value, origin = fact
-    return f"{origin[4:]}={value}" if origin.startswith("env:") else f"{value}: {origin.partition(':')[2]}"
+    if origin.variable is not None:
+        return f"{origin.variable}={value}"
+    return f"{value}: {origin.name}" + (f" ({origin.note})" if origin.note else "")
 
 
 def _within(environ: Mapping[str, str], fact: Fact[int], count: Fact[int], what: str) -> None:
     value, origin = fact
     if value >= count[0]:
-        name = _named(origin)
+        name = _variable(origin)
         raise InvalidVariable(name, environ.get(name, str(value)), f"{what} < the node count ({_said(count)})")
 
 
@@ -138,7 +185,7 @@ def agent(
     port: Fact[int] | None = None,
     per_node: Fact[int] | None = None,
     main: Fact[int] | None = None,
-    default_port: Fact[int] = (DEFAULT_PORT, f"default:{DEFAULT_PORT} (torchrun's --master-port default)"),
+    default_port: Fact[int] = TORCHRUN_PORT,
 ) -> Topology:
     """The node agent's record (see the module docstring); `b` already holds the platform's job facts.
 
@@ -152,25 +199,26 @@ def agent(
         head = main[0]
         if head != 0 and index in (0, head):
             rank = head if index == 0 else 0
-            rank_origin = (
-                f"formula:{_named(origin)}={index} with main node {_named(main[1])}={head}: the main node is node "
-                f"rank 0 and node 0 takes index {head}"
+            rank_origin = Origin.formula(
+                f"{_variable(origin)}={index} with main node {_variable(main[1])}={head}: the main node is node "
+                f"rank 0 and node 0 takes index {head}",
+                variables=(*origin.variables, *main[1].variables),
             )
     b.set("node_rank", rank, rank_origin)
     b.set("global_rank", rank, rank_origin)
-    b.set("num_nodes", nodes[0], nodes[1])
-    b.set("world_size", nodes[0], nodes[1])
-    b.set("local_rank", 0, "source:one agent per node")
-    b.set("local_world_size", 1, "source:one agent per node")
+    b.set("num_nodes", *nodes)
+    b.set("world_size", *nodes)
+    b.rule("local_rank", 0, "one agent per node")
+    b.rule("local_world_size", 1, "one agent per node")
     if per_node is not None:
         b.set("nproc_per_node", *per_node)
     value, origin = address
-    if not origin.startswith("probe:"):  # a probe's bad answer is a ProbeFailed, from the record's check
-        value = env.check_address(_named(origin), value)
+    if origin.kind != "probe":  # a probe's bad answer is a ProbeFailed, from the record's check
+        value = env.check_address(_variable(origin), value)
     b.set("main_address", value, origin)
     if port is not None:
         b.set("main_port", *port)
     elif b.optional_port("MASTER_PORT") is None:
         b.set("main_port", *default_port)
-    b.set("creates_processes_externally", False, "source:a node agent starts its node's workers itself")
+    b.rule("creates_processes_externally", False, "a node agent starts its node's workers itself")
     return b.build()

@@ -33,28 +33,32 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import MissingVariable
-from resolver.sources import Builder, Detection, JobFacts
-from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.origin import Origin
+from resolver.sources import Builder, Detection, JobFacts, all_of, read_job_facts, this_host
+from resolver.sources._node import Fact, agent, detect_agent, read, read_address
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["MAIN_ADDRESS", "NAME", "NODE_VARIABLES", "AwsBatch", "job_facts"]
+__all__ = ["CANDIDATES", "MAIN_ADDRESS", "NAME", "AwsBatch", "job_facts"]
 
 NAME = "aws_batch"
-NODE_VARIABLES = ("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES")
+# Both on every node; the registry entry's any_of is a looser filter. Until it says this all_of, the
+# module holds it: then `entry(NAME).candidates`.
+CANDIDATES = all_of("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES")
 MAIN_ADDRESS = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
 
 
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """The job id and the attempt (as a restart count) of any process inside an AWS Batch job."""
-    facts: JobFacts = {}
-    if "AWS_BATCH_JOB_ID" in environ:
-        facts["job_id"] = (environ["AWS_BATCH_JOB_ID"], "env:AWS_BATCH_JOB_ID")
+    facts = read_job_facts(environ, (("job_id", "AWS_BATCH_JOB_ID"),))
     attempt = env.optional_integer(environ, "AWS_BATCH_JOB_ATTEMPT", minimum=1)
     if attempt is not None:
-        facts["restart_count"] = (attempt - 1, f"formula:AWS_BATCH_JOB_ATTEMPT - 1 ({attempt} - 1)")
+        facts["restart_count"] = (
+            attempt - 1,
+            Origin.formula(f"AWS_BATCH_JOB_ATTEMPT - 1 ({attempt} - 1)", variables=("AWS_BATCH_JOB_ATTEMPT",)),
+        )
     return facts
 
 
@@ -65,13 +69,7 @@ class AwsBatch:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *NODE_VARIABLES)
-        if len(found) < len(NODE_VARIABLES):
-            return Detection(False, "not a node of an AWS Batch multi-node parallel job", found)
-        inside = started_inside(environ, "AWS Batch")
-        if inside is not None:
-            return inside
-        return Detection(True, "a node of an AWS Batch multi-node parallel job, no launcher around it", found)
+        return detect_agent(environ, CANDIDATES, "AWS Batch", "a node of an AWS Batch multi-node parallel job")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
@@ -80,15 +78,18 @@ class AwsBatch:
         main = read(environ, "AWS_BATCH_JOB_MAIN_NODE_INDEX")
         address: Fact[str]
         if MAIN_ADDRESS in environ:
-            address = environ[MAIN_ADDRESS], f"env:{MAIN_ADDRESS}"
+            address = read_address(environ, MAIN_ADDRESS, source=NAME)
         elif node[0] != main[0]:
             raise MissingVariable(
                 MAIN_ADDRESS, "the main node's private IPv4 address (set on every node but the main one)", source=NAME
             )
         elif "MASTER_ADDR" in environ:
-            address = environ["MASTER_ADDR"], "env:MASTER_ADDR"
+            address = read_address(environ, "MASTER_ADDR", source=NAME)
         else:
-            address = probes.hostname(), "probe:hostname (the main node, which AWS Batch does not tell its address)"
+            address = (
+                this_host(probes),
+                Origin.probe("hostname", note="the main node, which AWS Batch does not tell its address"),
+            )
         return agent(
             b, node=node, nodes=read(environ, "AWS_BATCH_JOB_NUM_NODES", minimum=1), address=address, main=main
         )

@@ -34,18 +34,25 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import MissingVariable
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.sources._node import Fact, agent, detect_agent, optional_port, read, read_address
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["DEVICE_KINDS", "NAME", "SINGLE_NODE_ADDRESS", "KubeflowTrainer", "nproc_per_node"]
+__all__ = ["CANDIDATES", "DEVICE_KINDS", "NAME", "SINGLE_NODE_ADDRESS", "KubeflowTrainer", "nproc_per_node"]
 
 NAME = "kubeflow_trainer"
+CANDIDATES = entry(NAME).candidates  # PET_NNODES: on every trainer node
 DEVICE_KINDS = ("auto", "cpu", "gpu")  # torchrun counts these itself
 SINGLE_NODE_ADDRESS = "127.0.0.1"  # torchrun's --master-addr default
+_ONE_NODE: tuple[Fact[int], Fact[str]] = (
+    (0, Origin.default("0 (one node)")),
+    (SINGLE_NODE_ADDRESS, Origin.default(f"{SINGLE_NODE_ADDRESS} (one node; torchrun's default)")),
+)
 
 
 def nproc_per_node(environ: Mapping[str, str], variable: str = "PET_NPROC_PER_NODE") -> Fact[int] | None:
@@ -54,7 +61,7 @@ def nproc_per_node(environ: Mapping[str, str], variable: str = "PET_NPROC_PER_NO
     if raw is None or raw in DEVICE_KINDS:
         return None
     count = env.check_integer(variable, raw, 1, expected=f"an integer >= 1 or one of {', '.join(DEVICE_KINDS)}")
-    return count, f"env:{variable}"
+    return count, Origin.env(variable)
 
 
 class KubeflowTrainer:
@@ -64,18 +71,15 @@ class KubeflowTrainer:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if "PET_NNODES" not in environ:
-            return Detection(False, "PET_NNODES is not set: not a Kubeflow Trainer node")
-        inside = started_inside(environ, "Kubeflow Trainer")
-        if inside is not None:
-            return inside
-        found = env.present(environ, "PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
-        return Detection(
-            True, "PET_NNODES is set and no launcher started this process: a Kubeflow Trainer node's agent", found
+        return detect_agent(
+            environ,
+            CANDIDATES,
+            "Kubeflow Trainer",
+            "a Kubeflow Trainer node",
+            also=("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"),
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        b = Builder(NAME, environ)
         raw = env.text(environ, "PET_NNODES", source=NAME, expected="the node count")
         nodes = env.check_integer(
             "PET_NNODES", raw, 1, expected="a node count >= 1 (an elastic range MIN:MAX has no fixed node ranks)"
@@ -84,15 +88,16 @@ class KubeflowTrainer:
             for variable, what in (("PET_NODE_RANK", "this node's rank"), ("PET_MASTER_ADDR", "node 0's address")):
                 if variable not in environ:
                     raise MissingVariable(variable, f"{what} (PET_NNODES={nodes} nodes)", source=NAME)
-        node: Fact[int] = (0, "default:0 (one node)")
+        node, address = _ONE_NODE
         if "PET_NODE_RANK" in environ:
             node = read(environ, "PET_NODE_RANK")
-        address: Fact[str] = (SINGLE_NODE_ADDRESS, f"default:{SINGLE_NODE_ADDRESS} (one node; torchrun's default)")
         if "PET_MASTER_ADDR" in environ:
-            address = env.address(environ, "PET_MASTER_ADDR", source=NAME), "env:PET_MASTER_ADDR"
-        port: Fact[int] | None = None
-        if "PET_MASTER_PORT" in environ:
-            port = env.port(environ, "PET_MASTER_PORT", source=NAME), "env:PET_MASTER_PORT"
+            address = read_address(environ, "PET_MASTER_ADDR", source=NAME)
         return agent(
-            b, node=node, nodes=(nodes, "env:PET_NNODES"), address=address, port=port, per_node=nproc_per_node(environ)
+            Builder(NAME, environ),
+            node=node,
+            nodes=(nodes, Origin.env("PET_NNODES")),
+            address=address,
+            port=optional_port(environ, "PET_MASTER_PORT"),
+            per_node=nproc_per_node(environ),
         )

@@ -30,22 +30,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import Fact, agent, per_node, started_inside
+from resolver.sources._node import agent, detect_agent, per_node
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
+    "CANDIDATES",
     "CONFIG_DIR",
     "CONFIG_FILE",
     "DEFAULT_PORT",
-    "DETECTION_VARIABLES",
     "NAME",
     "SageMaker",
     "job_facts",
@@ -56,7 +60,8 @@ NAME = "sagemaker"
 CONFIG_DIR = "/opt/ml/input/config"
 CONFIG_FILE = "resourceconfig.json"
 DEFAULT_PORT = 7777  # sagemaker-training-toolkit's torchrun launcher
-DETECTION_VARIABLES = ("SM_HOSTS", "SM_CURRENT_HOST")
+CANDIDATES = entry(NAME).candidates  # SM_HOSTS or SM_CURRENT_HOST: the toolkit's, in every container
+T = TypeVar("T")
 _HOSTS = 'a JSON list of distinct host names such as ["algo-1", "algo-2"]'
 
 
@@ -74,7 +79,7 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
         training = _json("SM_TRAINING_ENV", environ["SM_TRAINING_ENV"], "the toolkit's JSON training environment")
         name = training.get("job_name") if isinstance(training, dict) else None
         if isinstance(name, str):
-            facts["job_name"] = (name, "formula:job_name of SM_TRAINING_ENV")
+            facts["job_name"] = (name, Origin.formula("job_name of SM_TRAINING_ENV", variables=("SM_TRAINING_ENV",)))
     return facts
 
 
@@ -103,51 +108,60 @@ class SageMaker:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *DETECTION_VARIABLES)
-        if not found:
-            return Detection(False, "not a SageMaker training container: SM_HOSTS and SM_CURRENT_HOST not set")
-        inside = started_inside(environ, "SageMaker")
-        if inside is not None:
-            return inside
-        return Detection(True, "a SageMaker training container, no launcher around it", found)
+        return detect_agent(environ, CANDIDATES, "SageMaker", "a SageMaker training container")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        hosts, hosts_origin, current, current_origin = self._hosts(environ, probes)
-        if current not in hosts:
-            variable = current_origin[4:] if current_origin.startswith("env:") else current_origin
-            raise InvalidVariable(variable, current, f"one of the hosts {hosts} ({hosts_origin})")
+        hosts, current = _hosts(environ, probes)
+        if current.value not in hosts.value:
+            raise InvalidVariable(current.name, current.value, f"one of the hosts {hosts.value} ({hosts.words})")
         count = per_node(environ, "SM_NUM_GPUS") or per_node(environ, "SM_NUM_NEURONS")
+        place = f"position of {current.value} ({current.words}) in {hosts.words}"
         return agent(
             b,
-            node=(hosts.index(current), f"formula:position of {current} ({current_origin}) in {hosts_origin}"),
-            nodes=(len(hosts), f"formula:count of {hosts_origin}"),
-            address=(hosts[0], f"formula:first of {hosts_origin}"),
+            node=(
+                hosts.value.index(current.value),
+                Origin.formula(place, variables=hosts.variables + current.variables),
+            ),
+            nodes=(len(hosts.value), Origin.formula(f"count of {hosts.words}", variables=hosts.variables)),
+            address=(hosts.value[0], Origin.formula(f"first of {hosts.words}", variables=hosts.variables)),
             per_node=count,
-            default_port=(DEFAULT_PORT, f"default:{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)"),
+            default_port=(
+                DEFAULT_PORT,
+                Origin.default(f"{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)"),
+            ),
         )
 
-    @staticmethod
-    def _hosts(environ: Mapping[str, str], probes: Probes) -> tuple[list[str], str, str, str]:
-        """The hosts and this host, each with its origin: the variables, else the resource config file."""
-        config: Fact[dict[str, Any]] | None = None
-        if "SM_HOSTS" in environ:
-            raw = environ["SM_HOSTS"]
-            hosts, hosts_origin = _host_list("SM_HOSTS", _json("SM_HOSTS", raw, _HOSTS), raw), "SM_HOSTS"
-        else:
-            path, data = resource_config(environ, probes)
-            config = data, path
-            hosts = _host_list(path, data.get("hosts"), json.dumps(data.get("hosts")))
-            hosts_origin = f"hosts of {path}"
-        if "SM_CURRENT_HOST" in environ:
-            current, current_origin = env.address(environ, "SM_CURRENT_HOST", source=NAME), "env:SM_CURRENT_HOST"
-        else:
-            if config is None:
-                path, data = resource_config(environ, probes)
-                config = data, path
-            value = config[0].get("current_host")
-            if not isinstance(value, str):
-                raise InvalidVariable(config[1], shown(config[0]), "a JSON object whose current_host is a host name")
-            current, current_origin = value, f"current_host of {config[1]}"
-        return hosts, hosts_origin, current, current_origin
+
+@attrs.frozen
+class _Read(Generic[T]):
+    """A value of the hosts or this host, with where it came from: `name` for an error (the variable, or
+    the file's field), `words` for a formula, and the variables it was read from."""
+
+    value: T
+    name: str
+    words: str
+    variables: tuple[str, ...] = ()
+
+
+def _hosts(environ: Mapping[str, str], probes: Probes) -> tuple[_Read[list[str]], _Read[str]]:
+    """The hosts and this host: the variables, else the resource config file (read once)."""
+    config: tuple[str, dict[str, Any]] | None = None
+    if "SM_HOSTS" in environ:
+        raw = environ["SM_HOSTS"]
+        listed = _host_list("SM_HOSTS", _json("SM_HOSTS", raw, _HOSTS), raw)
+        hosts = _Read(listed, "SM_HOSTS", "SM_HOSTS", ("SM_HOSTS",))
+    else:
+        config = resource_config(environ, probes)
+        path, data = config
+        listed = _host_list(path, data.get("hosts"), json.dumps(data.get("hosts")))
+        hosts = _Read(listed, f"hosts of {path}", f"hosts of {path}")
+    if "SM_CURRENT_HOST" in environ:
+        name = env.address(environ, "SM_CURRENT_HOST", source=NAME)
+        return hosts, _Read(name, "SM_CURRENT_HOST", str(Origin.env("SM_CURRENT_HOST")), ("SM_CURRENT_HOST",))
+    path, data = config or resource_config(environ, probes)
+    value = data.get("current_host")
+    if not isinstance(value, str):
+        raise InvalidVariable(path, shown(data), "a JSON object whose current_host is a host name")
+    return hosts, _Read(value, f"current_host of {path}", f"current_host of {path}")

@@ -3,13 +3,21 @@ every node, its own address is its host name, and the job facts reach a launcher
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import probes
 import resolver
-from resolver import InvalidVariable, MissingVariable, TopologyError
+from resolver import InvalidVariable, MissingVariable, ProbeFailed, TopologyError
+from resolver.origin import Origin
 
 MAIN_IP = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
+HOSTNAME_NOTE = "the main node, which AWS Batch does not tell its address"
 
 
 def node(index: int, *, nodes: int = 4, main: int = 0, attempt: int = 1) -> dict[str, str]:
@@ -40,9 +48,40 @@ def test_every_node_agrees_and_the_main_node_is_node_0(main: int) -> None:
     assert records[main].node_rank == 0
     assert {(t.main_address, t.main_port) for i, t in enumerate(records) if i != main} == {("10.0.3.17", 29500)}
     assert records[main].main_address == f"ip-10-0-3-{17 + main}.ec2.internal"
-    assert records[main].provenance["main_address"].startswith("probe:hostname")
+    assert records[main].provenance["main_address"] == Origin.probe("hostname", note=HOSTNAME_NOTE)
     assert {(t.world_size, t.local_world_size, t.nproc_per_node) for t in records} == {(4, 1, None)}
     assert not any(t.creates_processes_externally for t in records)
+
+
+@pytest.mark.parametrize("answer", ["", "not a host name", None])
+def test_a_bad_hostname_answer_names_the_probe_not_its_note(answer: str | None) -> None:
+    """The main node's address is the hostname probe's answer: a bad one is a ProbeFailed of `hostname`
+    (the note, why the probe was asked, is no part of the probe's name)."""
+    fake = probes.fake() if answer is None else probes.fake(hostname=answer)
+    with pytest.raises(ProbeFailed) as info:
+        resolver.resolve(node(0), fake)
+    assert info.value.probe == "hostname"
+
+
+def test_the_hostname_probe_and_its_note_are_kept_apart_in_the_provenance() -> None:
+    t = resolver.resolve(node(0), host(0))
+    assert t.to_dict()["provenance"]["main_address"] == {"kind": "probe", "name": "hostname", "note": HOSTNAME_NOTE}
+    assert str(t.provenance["main_address"]) == f"probe:hostname ({HOSTNAME_NOTE})"  # as --format text shows it
+    out = subprocess.run(
+        [sys.executable, "-m", "resolver", "--format", "json", "--explain"],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path.cwd()), **node(0)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    shown = json.loads(out.stdout)
+    assert shown["explain"]["chosen"] == "aws_batch"
+    assert shown["topology"]["provenance"]["main_address"] == {
+        "kind": "probe",
+        "name": "hostname",
+        "note": HOSTNAME_NOTE,
+    }
 
 
 def test_master_addr_and_port_where_the_user_sets_them() -> None:
@@ -67,7 +106,9 @@ def test_job_facts_for_the_agent_and_for_torchruns_workers() -> None:
     }
     w = resolver.resolve(worker, probes.fake())
     assert (w.source, w.global_rank, w.job_id, w.restart_count) == ("torchelastic", 5, t.job_id, 2)
-    assert w.provenance["restart_count"].startswith("formula:AWS_BATCH_JOB_ATTEMPT")
+    assert w.provenance["restart_count"] == Origin.formula(
+        "AWS_BATCH_JOB_ATTEMPT - 1 (3 - 1)", variables=("AWS_BATCH_JOB_ATTEMPT",)
+    )
 
 
 def test_a_single_node_job_is_not_this_source_but_keeps_its_facts() -> None:

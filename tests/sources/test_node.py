@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver import InvalidVariable, Topology
-from resolver.sources import Builder
-from resolver.sources._node import DEFAULT_PORT, agent, read, started_inside
+from resolver.origin import Origin
+from resolver.sources import Builder, all_of
+from resolver.sources._node import DEFAULT_PORT, agent, detect_agent, read, started_inside
 
 
 def build(environ: dict[str, str], *, main: bool = False, per_node: int | None = None) -> Topology:
@@ -19,9 +20,9 @@ def build(environ: dict[str, str], *, main: bool = False, per_node: int | None =
         b,
         node=read(environ, "NODE"),
         nodes=read(environ, "NODES", minimum=1),
-        address=("10.0.0.1", "env:HEAD"),
+        address=("10.0.0.1", Origin.env("HEAD")),
         main=read(environ, "MAIN") if main else None,
-        per_node=None if per_node is None else (per_node, "env:PER_NODE"),
+        per_node=None if per_node is None else (per_node, Origin.env("PER_NODE")),
     )
 
 
@@ -30,7 +31,7 @@ def test_the_agent_record() -> None:
     assert (t.world_size, t.global_rank, t.local_rank, t.local_world_size) == (4, 2, 0, 1)
     assert (t.node_rank, t.num_nodes, t.nproc_per_node) == (2, 4, 8)
     assert (t.main_address, t.main_port, t.creates_processes_externally) == ("10.0.0.1", DEFAULT_PORT, False)
-    assert t.provenance["main_port"].startswith("default:29500")
+    assert t.provenance["main_port"] == Origin.default("29500 (torchrun's --master-port default)")
     assert build({"NODE": "0", "NODES": "1", "MASTER_PORT": "4000"}).main_port == 4000
 
 
@@ -46,7 +47,9 @@ def test_the_main_node_becomes_node_0_and_every_node_agrees(nodes: int, data: st
 def test_renumbering_is_in_the_provenance() -> None:
     t = build({"NODE": "0", "NODES": "4", "MAIN": "3"}, main=True)
     assert t.node_rank == 3
-    assert "MAIN=3" in t.provenance["node_rank"] and "NODE=0" in t.provenance["node_rank"]
+    origin = t.provenance["node_rank"]
+    assert "MAIN=3" in str(origin) and "NODE=0" in str(origin)
+    assert (origin.kind, origin.variables) == ("formula", ("NODE", "MAIN"))
 
 
 @pytest.mark.parametrize(
@@ -64,6 +67,16 @@ def test_a_process_a_launcher_started_is_not_the_agent() -> None:
     assert started_inside({}, "X") is None
     found = started_inside({"LOCAL_RANK": "0"}, "X")
     assert found is not None and not found.matched and found.variables == ("LOCAL_RANK",)
+
+
+def test_a_platform_detects_its_agent_from_its_candidates() -> None:
+    candidates = all_of("NODE", "NODES")
+    declined = detect_agent({"NODE": "0"}, candidates, "X", "an X node")
+    assert not declined and declined.reason == "not an X node: NODES not set" and declined.variables == ("NODE",)
+    inside = detect_agent({"NODE": "0", "NODES": "2", "LOCAL_RANK": "0"}, candidates, "X", "an X node")
+    assert not inside and "inside the X node" in inside.reason
+    found = detect_agent({"NODE": "0", "NODES": "2", "HEAD": "h"}, candidates, "X", "an X node", also=("HEAD", "PORT"))
+    assert found and found.reason == "an X node, no launcher around it" and found.variables == ("NODE", "NODES", "HEAD")
 
 
 def test_spawn_defaults_to_the_agents_counts() -> None:

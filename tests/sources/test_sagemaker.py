@@ -46,7 +46,7 @@ def test_the_resource_config_file_fills_in_what_the_variables_lack() -> None:
     environ = {k: v for k, v in container("algo-3").items() if k != "SM_HOSTS"}
     t = resolver.resolve(environ, probes.fake(files={CONFIG: resource_config("algo-3")}))
     assert (t.node_rank, t.num_nodes) == (2, 3)
-    assert CONFIG in t.provenance["num_nodes"]
+    assert CONFIG in str(t.provenance["num_nodes"])
     only_host = {"SM_CURRENT_HOST": "algo-2"}
     t = resolver.resolve(
         {**only_host, "SM_INPUT_CONFIG_DIR": "/cfg"},

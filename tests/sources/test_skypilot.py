@@ -50,7 +50,7 @@ def test_variants(extra: dict[str, str], expected: dict[str, object]) -> None:
 def test_without_skypilot_num_nodes_the_ips_count() -> None:
     environ = {k: v for k, v in node(2).items() if k != "SKYPILOT_NUM_NODES"}
     t = resolver.resolve(environ, probes.fake())
-    assert (t.num_nodes, t.provenance["num_nodes"]) == (3, "formula:count of lines of SKYPILOT_NODE_IPS")
+    assert (t.num_nodes, str(t.provenance["num_nodes"])) == (3, "formula:count of lines of SKYPILOT_NODE_IPS")
 
 
 @pytest.mark.parametrize(
