@@ -30,17 +30,20 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import agent, read, started_inside
+from resolver.sources._node import agent, read, read_address, started_inside
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["MARKER", "NAME", "NODE_VARIABLES", "AzureMl", "job_facts", "main_endpoint", "marked"]
+__all__ = ["CANDIDATES", "MARKER", "NAME", "NODE_VARIABLES", "AzureMl", "job_facts", "main_endpoint", "marked"]
 
 NAME = "azureml"
-MARKER = "AZUREML_RUN_ID"
+CANDIDATES = entry(NAME).candidates  # AZUREML_RUN_ID: every process of an Azure ML job
+MARKER = CANDIDATES.names[0]
 NODE_VARIABLES = ("NODE_RANK", "WORLD_SIZE", "MASTER_ADDR")  # the PyTorch distribution's, per node
 
 
@@ -54,6 +57,11 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return read_job_facts(environ, (("job_id", MARKER),))
 
 
+def _part(variable: str, part: str) -> Origin:
+    """The origin of one part of `variable` (the address or the port of ``ip:port``)."""
+    return Origin("env", variable, part, variables=(variable,))
+
+
 def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
     """The main node Azure ML names for its MPI jobs: ``AZ_BATCH_MASTER_NODE`` (ip:port) or the
     one-node ``AZ_BATCHAI_MPI_MASTER_NODE`` (an address); {} outside Azure ML."""
@@ -65,11 +73,11 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
         if not colon or not host:
             raise InvalidVariable("AZ_BATCH_MASTER_NODE", raw, "the main node as ip:port")
         return {
-            "main_address": (env.check_address("AZ_BATCH_MASTER_NODE", host), "env:AZ_BATCH_MASTER_NODE (address)"),
-            "main_port": (env.check_port("AZ_BATCH_MASTER_NODE", port), "env:AZ_BATCH_MASTER_NODE (port)"),
+            "main_address": (env.check_address("AZ_BATCH_MASTER_NODE", host), _part("AZ_BATCH_MASTER_NODE", "address")),
+            "main_port": (env.check_port("AZ_BATCH_MASTER_NODE", port), _part("AZ_BATCH_MASTER_NODE", "port")),
         }
     if "AZ_BATCHAI_MPI_MASTER_NODE" in environ:
-        return {"main_address": (env.address(environ, "AZ_BATCHAI_MPI_MASTER_NODE"), "env:AZ_BATCHAI_MPI_MASTER_NODE")}
+        return {"main_address": read_address(environ, "AZ_BATCHAI_MPI_MASTER_NODE", source=NAME)}
     return {}
 
 
@@ -80,8 +88,9 @@ class AzureMl:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if MARKER not in environ:
-            return Detection(False, f"{MARKER} is not set: not an Azure ML job")
+        declined = CANDIDATES.unmet(environ, "an Azure ML job")
+        if declined is not None:
+            return declined
         inside = started_inside(environ, "Azure ML")
         if inside is not None:
             return inside
@@ -106,5 +115,5 @@ class AzureMl:
             b,
             node=read(environ, "NODE_RANK"),
             nodes=read(environ, "WORLD_SIZE", minimum=1),
-            address=(env.address(environ, "MASTER_ADDR", source=NAME), "env:MASTER_ADDR"),
+            address=read_address(environ, "MASTER_ADDR", source=NAME),
         )

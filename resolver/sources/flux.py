@@ -31,7 +31,8 @@ What the environment does not say, the node rank, the node's task count and task
   ``MASTER_ADDR``). Every task decides from ``FLUX_JOB_NNODES`` and ``FLUX_JOB_SIZE``, which all
   tasks share, so either all of them join the collective or none does.
 
-The main port, unless ``MASTER_PORT`` is set, follows the job: ``20000 + ID mod 10000``, with ID
+The main port, unless ``MASTER_PORT`` is set, follows the job (the shared rule,
+`resolver.sources.job_port`): ``20000 + ID mod 10000``, with ID
 the F58 job id decoded to its integer (base 58, alphabet ``123456789ABCDEFGHJKLMNPQRSTUVWXYZab
 cdefghijkmnopqrstuvwxyz``, prefix ``ƒ`` or ASCII ``f``; RFC 19's example: ``ƒuZZybuNNy`` =
 6731191091817518). The job id's low bits are a sequence number and a generator id (RFC 19: 40 bits
@@ -56,7 +57,8 @@ import attrs
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
-from resolver.sources import Builder, Detection, JobFacts
+from resolver.origin import Origin
+from resolver.sources import LOCAL_ADDRESS, Builder, Detection, JobFacts, all_of, job_port
 from resolver.sources.mpi import Launcher, exchange, started_by_mpirun
 from resolver.topology import Topology
 
@@ -68,10 +70,10 @@ __all__ = [
     "F58_ALPHABET",
     "F58_PREFIXES",
     "FLUX",
-    "LOCAL_ADDRESS",
     "NAME",
     "PORT_BASE",
     "PORT_SPAN",
+    "TASK",
     "Flux",
     "default_port",
     "f58_decode",
@@ -79,7 +81,9 @@ __all__ = [
 ]
 
 NAME = "flux"
-DETECTION_VARIABLES = ("FLUX_TASK_RANK", "FLUX_JOB_SIZE")
+# what the job shell sets in every task; the registry's candidates add FLUX_URI (the initial program)
+TASK = all_of("FLUX_TASK_RANK", "FLUX_JOB_SIZE")
+DETECTION_VARIABLES = TASK.names
 # the variables in the shape the MPI exchange checks the comm against
 FLUX = Launcher(
     name="Flux job shell",
@@ -95,8 +99,8 @@ _F58_VALUES = {c: i for i, c in enumerate(F58_ALPHABET)}
 _F58_EXPECTED = "a Flux job id: F58 (ƒ or f, then base-58 digits, RFC 19) or decimal, below 2**64"
 PORT_BASE = 20000
 PORT_SPAN = 10000
-LOCAL_ADDRESS = "127.0.0.1"
 _SET_BY = "set by Flux's job shell for every task"
+_ONE_NODE = "(FLUX_JOB_NNODES=1: one node)"
 
 
 def f58_decode(variable: str, raw: str) -> int:
@@ -129,24 +133,24 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     if "FLUX_JOB_ID" not in environ:
         return {}
     f58_decode("FLUX_JOB_ID", environ["FLUX_JOB_ID"])
-    facts: JobFacts = {"job_id": (environ["FLUX_JOB_ID"], "env:FLUX_JOB_ID")}
+    facts: JobFacts = {"job_id": (environ["FLUX_JOB_ID"], Origin.env("FLUX_JOB_ID"))}
     cc = env.optional_integer(environ, "FLUX_JOB_CC")
     if cc is not None:
-        facts["array_task_id"] = (str(cc), "env:FLUX_JOB_CC")
+        facts["array_task_id"] = (str(cc), Origin.env("FLUX_JOB_CC"))
     return facts
 
 
-def default_port(environ: Mapping[str, str]) -> tuple[int, str]:
+def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     """The job's main port and its origin, the same on every task: ``20000 + job id mod 10000``."""
     raw = env.text(environ, "FLUX_JOB_ID", source=NAME, expected=f"the job id, {_SET_BY}")
     job = f58_decode("FLUX_JOB_ID", raw)
-    port = PORT_BASE + job % PORT_SPAN
-    return port, f"formula:{PORT_BASE} + FLUX_JOB_ID mod {PORT_SPAN} ({PORT_BASE} + {job} mod {PORT_SPAN})"
+    return job_port(job, "FLUX_JOB_ID", base=PORT_BASE, span=PORT_SPAN, variables=("FLUX_JOB_ID",))
 
 
-def _required(environ: Mapping[str, str], variable: str, what: str, minimum: int) -> int:
-    env.text(environ, variable, source=NAME, expected=f"{what}, {_SET_BY}")
-    return env.integer(environ, variable, minimum=minimum, source=NAME)
+def _required(b: Builder, field: str, variable: str, what: str, minimum: int = 0) -> int:
+    """`field` from `variable`; a missing one is named with what it is and who sets it."""
+    env.text(b.environ, variable, source=NAME, expected=f"{what}, {_SET_BY}")
+    return b.integer(field, variable, minimum=minimum)
 
 
 class Flux:
@@ -156,9 +160,9 @@ class Flux:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *DETECTION_VARIABLES)
-        if len(found) < len(DETECTION_VARIABLES):
-            if not found and "FLUX_URI" in environ:
+        declined = TASK.unmet(environ, "a Flux task")
+        if declined is not None:
+            if not declined.variables and "FLUX_URI" in environ:
                 return Detection(
                     False,
                     "FLUX_URI without FLUX_TASK_RANK: Flux's initial program (flux batch script, flux alloc shell), "
@@ -169,43 +173,36 @@ class Flux:
                         "FLUX_TASK_RANK is not): it resolves as one process; start the tasks with flux run"
                     ),
                 )
-            missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
-            return Detection(False, f"not a Flux task: {missing} not set", found)
+            return declined
         marker = started_by_mpirun(environ)
         if marker is not None:
             return Detection(
                 False,
                 f"an mpirun/mpiexec rank inside Flux job {shown(environ.get('FLUX_JOB_ID', '?'))} ({marker} is set): "
                 "the MPI source resolves it, with the Flux job's id",
-                (*found, marker),
+                (*TASK.names, marker),
             )
-        return Detection(True, "FLUX_TASK_RANK and FLUX_JOB_SIZE are set (a task of Flux's job shell)", found)
+        return Detection(True, "FLUX_TASK_RANK and FLUX_JOB_SIZE are set (a task of Flux's job shell)", TASK.names)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
-        rank = b.env("global_rank", _required(environ, "FLUX_TASK_RANK", "the task's global rank", 0), "FLUX_TASK_RANK")
-        size = b.env("world_size", _required(environ, "FLUX_JOB_SIZE", "the job's task count", 1), "FLUX_JOB_SIZE")
-        b.env(
-            "local_rank",
-            _required(environ, "FLUX_TASK_LOCAL_ID", "the task's rank on its node", 0),
-            "FLUX_TASK_LOCAL_ID",
-        )
-        nodes = b.env("num_nodes", _required(environ, "FLUX_JOB_NNODES", "the job's node count", 1), "FLUX_JOB_NNODES")
-        b.set("creates_processes_externally", True, "source:flux: the job shell starts every task")
+        rank = _required(b, "global_rank", "FLUX_TASK_RANK", "the task's global rank")
+        size = _required(b, "world_size", "FLUX_JOB_SIZE", "the job's task count", 1)
+        _required(b, "local_rank", "FLUX_TASK_LOCAL_ID", "the task's rank on its node")
+        nodes = _required(b, "num_nodes", "FLUX_JOB_NNODES", "the job's node count", 1)
+        b.rule("creates_processes_externally", True, "flux: the job shell starts every task")
         b.facts(job_facts(environ))
         if nodes == 1:
-            one = "(FLUX_JOB_NNODES=1: one node)"
-            b.set("node_rank", 0, f"formula:0 {one}")
-            b.set("local_world_size", size, f"formula:FLUX_JOB_SIZE {one}")
+            b.formula("node_rank", 0, f"0 {_ONE_NODE}", "FLUX_JOB_NNODES")
+            b.formula("local_world_size", size, f"FLUX_JOB_SIZE {_ONE_NODE}", "FLUX_JOB_SIZE", "FLUX_JOB_NNODES")
         elif nodes == size:
             one = f"(FLUX_JOB_NNODES = FLUX_JOB_SIZE = {size}: one task per node)"
-            b.set("node_rank", rank, f"formula:FLUX_TASK_RANK {one}")
-            b.set("local_world_size", 1, f"formula:1 {one}")
+            b.formula("node_rank", rank, f"FLUX_TASK_RANK {one}", "FLUX_TASK_RANK", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE")
+            b.formula("local_world_size", 1, f"1 {one}", "FLUX_JOB_NNODES", "FLUX_JOB_SIZE")
         if b.optional_address("MASTER_ADDR") is None and nodes == 1:
-            b.set("main_address", LOCAL_ADDRESS, f"formula:{LOCAL_ADDRESS} (FLUX_JOB_NNODES=1: one node)")
+            b.formula("main_address", LOCAL_ADDRESS, f"{LOCAL_ADDRESS} {_ONE_NODE}", "FLUX_JOB_NNODES")
         if b.optional_port("MASTER_PORT") is None:
-            port, origin = default_port(environ)
-            b.set("main_port", port, origin)
+            b.set("main_port", *default_port(environ))
         if "node_rank" in b.values and "main_address" in b.values:
             return b.build()
         topology = exchange(b, environ, probes, FLUX)  # node ranks and task 0's host from the tasks' hostnames

@@ -3,17 +3,19 @@
 `LSB_DJOB_RANKFILE` lists one host per line, once per slot: first the launch (batch) node, which
 runs no task, then the compute hosts. The node rank is this host's index among the distinct
 compute hosts in order of first appearance; the main address is the first compute host.
-The file is read once, through the `read_text` probe, in one pass.
+The file is read once, through the `read_text` probe, by the shared host-file rule
+(`resolver.sources.host_file`: blank lines and `#` comments skipped), in one pass.
 
 Hostname matching (Lightning compares `socket.gethostname()` exactly): an exact match wins;
 otherwise the short names (first label, case-insensitive) are compared, and a unique match is
 taken, so `node1.cluster` finds `node1` and the other way round. IP addresses are compared
 exactly only: their first label is not a name.
 
-The main port is `MASTER_PORT` when set, else Lightning's `LSB_JOBID % 1000 + 10000`. An element
-of a job array (`LSB_JOBINDEX` > 0; the elements share `LSB_JOBID`) takes
-`(LSB_JOBID + LSB_JOBINDEX) % 1000 + 10000` instead, so that up to 1000 elements of one array
-sharing a node do not all pick one port, and records `array_job_id`/`array_task_id`.
+The main port is `MASTER_PORT` when set, else the job's port by the shared rule
+(`resolver.sources.job_port`) with Lightning's numbers: ``10000 + LSB_JOBID mod 1000``. An element
+of a job array (`LSB_JOBINDEX` > 0; the elements share `LSB_JOBID`) adds its index,
+``10000 + (LSB_JOBID + LSB_JOBINDEX) mod 1000``, so that up to 1000 elements of one array sharing a
+node do not all pick one port, and records `array_job_id`/`array_task_id`.
 """
 
 from __future__ import annotations
@@ -22,37 +24,54 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.environ import is_address
 from resolver.errors import InvalidVariable, ProbeFailed, shown
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts, same_host, short_host, this_host
+from resolver.origin import Origin
+from resolver.sources import (
+    Builder,
+    Detection,
+    JobFacts,
+    all_of,
+    host_file,
+    job_port,
+    read_job_facts,
+    same_host,
+    short_host,
+    this_host,
+)
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
+    "CANDIDATES",
     "DETECTION_VARIABLES",
     "INDEX",
     "NAME",
     "PORT_BASE",
+    "PORT_SPAN",
     "RANKFILE",
     "RANK_VARIABLES",
     "Lsf",
     "compute_hosts",
+    "default_port",
     "job_facts",
     "match_host",
 ]
 
 NAME = "lsf"
 RANKFILE = "LSB_DJOB_RANKFILE"
-# Lightning's detection set; JSM_NAMESPACE_RANK is required too, but only once LSF is chosen
-DETECTION_VARIABLES = ("LSB_JOBID", RANKFILE, "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE")
+# Lightning's detection: all four. The registry's entry filters on JSM_NAMESPACE_SIZE alone; once it
+# declares these four (all_of), this line becomes `entry(NAME).candidates`.
+CANDIDATES = all_of("LSB_JOBID", RANKFILE, "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE")
+DETECTION_VARIABLES = CANDIDATES.names
 RANK_VARIABLES = (  # (field, variable, what jsrun means by it, minimum)
     ("world_size", "JSM_NAMESPACE_SIZE", "the number of tasks", 1),
     ("global_rank", "JSM_NAMESPACE_RANK", "the task's global rank", 0),
     ("local_rank", "JSM_NAMESPACE_LOCAL_RANK", "the task's rank on its node", 0),
 )
-PORT_BASE = 10000  # Lightning's formula: LSB_JOBID % 1000 + 10000, the same on every rank
+PORT_BASE = 10000  # Lightning's numbers: 10000 + LSB_JOBID mod 1000, the same on every rank
+PORT_SPAN = 1000
 INDEX = "LSB_JOBINDEX"  # a job array element's index; 0 (or unset) for a job that is not an array
 _PREVIEW = 5  # compute hosts quoted when this host is not among them
 
@@ -60,30 +79,28 @@ _PREVIEW = 5  # compute hosts quoted when this host is not among them
 def compute_hosts(text: str, path: str) -> tuple[str, dict[str, int]]:
     """The launch node and `{compute host: node rank}` in order of first appearance, in one pass.
 
-    Blank lines and surrounding whitespace are ignored; a line that is not a host name, an
-    empty file and a file with no compute host are `InvalidVariable`s naming the rankfile.
+    A line with more than a host name, an empty file and a file with no compute host are
+    `InvalidVariable`s naming the rankfile.
     """
-    launch: str | None = None
+    lines = host_file(text, RANKFILE, path)
+    launch = lines[0][0]
     index: dict[str, int] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
-        host = line.strip()
-        if not host or host in index:
-            continue
-        if not is_address(host):
-            raise InvalidVariable(
-                RANKFILE, path, f"a rankfile with one host name per line; line {number} is {shown(line)}"
-            )
-        if launch is None:
-            launch = host
-        else:
-            index[host] = len(index)
-    if launch is None:
-        raise InvalidVariable(RANKFILE, path, "a rankfile listing the launch node, then the compute hosts; it is empty")
+    for number, words in enumerate(lines):
+        if len(words) > 1:
+            raise InvalidVariable(RANKFILE, path, _one_host_per_line(text, words))
+        if number and words[0] not in index:  # line 0 is the launch node; it may be listed again below
+            index[words[0]] = len(index)
     if not index:
         raise InvalidVariable(
             RANKFILE, path, f"a rankfile listing the compute hosts after the launch node; it lists only {launch!r}"
         )
     return launch, index
+
+
+def _one_host_per_line(text: str, words: list[str]) -> str:
+    """What a rankfile holds, quoting the first line of `words` (an Open MPI rankfile's `rank 0=a slot=0`)."""
+    number, line = next((n, line) for n, line in enumerate(text.split("\n"), start=1) if line.split() == words)
+    return f"a rankfile with one host name per line; line {number} is {shown(line)}"
 
 
 def match_host(hostname: str, index: Mapping[str, int], path: str) -> str | None:
@@ -104,11 +121,6 @@ def match_host(hostname: str, index: Mapping[str, int], path: str) -> str | None
     return found[0] if found else None
 
 
-def _jsrun_integer(environ: Mapping[str, str], name: str, what: str, *, minimum: int) -> int:
-    env.text(environ, name, source=NAME, expected=f"{what}, set by jsrun: start the program with jsrun")
-    return env.integer(environ, name, minimum=minimum, source=NAME)
-
-
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """The job's id and name, and its array ids for an element of a job array.
 
@@ -117,29 +129,27 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     """
     facts = read_job_facts(environ, (("job_id", "LSB_JOBID"), ("job_name", "LSB_JOBNAME")))
     if env.optional_integer(environ, INDEX):
-        facts["array_job_id"] = (environ["LSB_JOBID"], "env:LSB_JOBID")
-        facts["array_task_id"] = (environ[INDEX], f"env:{INDEX}")
+        facts["array_job_id"] = (environ["LSB_JOBID"], Origin.env("LSB_JOBID"))
+        facts["array_task_id"] = (environ[INDEX], Origin.env(INDEX))
     return facts
 
 
-def _job_and_port(b: Builder, environ: Mapping[str, str]) -> None:
-    """The job's facts, and the main port (`MASTER_PORT`, else the formula on the job id)."""
-    job = env.integer(environ, "LSB_JOBID", source=NAME)  # an integer even when MASTER_PORT is set
-    b.facts(job_facts(environ))
-    index = env.optional_integer(environ, INDEX) or 0
-    if "MASTER_PORT" in environ:
-        b.env("main_port", env.port(environ, "MASTER_PORT"), "MASTER_PORT")
-    elif index:
-        # elements of one array often share a node: Lightning's formula would give them all one port
-        port = (job + index) % 1000 + PORT_BASE
-        b.set(
-            "main_port",
-            port,
-            f"formula:(LSB_JOBID + {INDEX}) % 1000 + {PORT_BASE} (({job} + {index}) % 1000 + {PORT_BASE})",
-        )
-    else:
-        port = job % 1000 + PORT_BASE
-        b.set("main_port", port, f"formula:LSB_JOBID % 1000 + {PORT_BASE} ({job} % 1000 + {PORT_BASE})")
+def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
+    """The job's main port and its origin, the same on every rank (see the module docstring)."""
+    job = env.integer(environ, "LSB_JOBID", source=NAME)
+    index = env.optional_integer(environ, INDEX)
+    if not index:
+        return job_port(job, "LSB_JOBID", base=PORT_BASE, span=PORT_SPAN, variables=("LSB_JOBID",))
+    # elements of one array often share a node: Lightning's formula would give them all one port
+    return job_port(
+        job,
+        "LSB_JOBID",
+        base=PORT_BASE,
+        span=PORT_SPAN,
+        offset=index,
+        offset_term=INDEX,
+        variables=("LSB_JOBID", INDEX),
+    )
 
 
 class Lsf:
@@ -149,26 +159,25 @@ class Lsf:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *DETECTION_VARIABLES)
-        if len(found) == len(DETECTION_VARIABLES):
-            return Detection(
-                True, "LSB_JOBID, LSB_DJOB_RANKFILE, JSM_NAMESPACE_LOCAL_RANK and JSM_NAMESPACE_SIZE are set", found
-            )
-        if not found:
-            return Detection(False, f"not a jsrun task: {', '.join(DETECTION_VARIABLES)} not set")
-        missing = ", ".join(name for name in DETECTION_VARIABLES if name not in found)
-        return Detection(False, f"not a jsrun task: {missing} not set", found)
+        declined = CANDIDATES.unmet(environ, "a jsrun task")
+        if declined is not None:
+            return declined
+        return Detection(
+            True, f"{', '.join(DETECTION_VARIABLES[:-1])} and {DETECTION_VARIABLES[-1]} are set", DETECTION_VARIABLES
+        )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         for field, variable, what, minimum in RANK_VARIABLES:
-            b.env(field, _jsrun_integer(environ, variable, what, minimum=minimum), variable)
+            env.text(environ, variable, source=NAME, expected=f"{what}, set by jsrun: start the program with jsrun")
+            b.integer(field, variable, minimum=minimum)
         world: int = b.values["world_size"]
-        local_size = env.optional_integer(environ, "JSM_NAMESPACE_LOCAL_SIZE", minimum=1)
-        if local_size is not None:
-            b.env("local_world_size", local_size, "JSM_NAMESPACE_LOCAL_SIZE")
-        _job_and_port(b, environ)
-        b.set("creates_processes_externally", True, "source:lsf: jsrun starts every task")
+        b.optional_integer("local_world_size", "JSM_NAMESPACE_LOCAL_SIZE", minimum=1)
+        port = default_port(environ)  # LSB_JOBID and LSB_JOBINDEX are checked even when MASTER_PORT is set
+        b.facts(job_facts(environ))
+        if b.optional_port("MASTER_PORT") is None:
+            b.set("main_port", *port)
+        b.rule("creates_processes_externally", True, "lsf: jsrun starts every task")
 
         path = env.text(environ, RANKFILE, source=NAME, expected="the path of the job's rankfile, set by LSF")
         if not path:
@@ -181,9 +190,9 @@ class Lsf:
             raise ProbeFailed("read_text", f"answered {shown(text)} for {RANKFILE}={path!r}: expected a str")
         launch, index = compute_hosts(text, path)
         where = f"compute hosts of {RANKFILE} ({path})"
-        b.set("main_address", next(iter(index)), f"formula:first compute host of {RANKFILE} ({path})")
+        b.formula("main_address", next(iter(index)), f"first compute host of {RANKFILE} ({path})", RANKFILE)
         if len(index) <= world:
-            b.set("num_nodes", len(index), f"formula:distinct {where}")
+            b.formula("num_nodes", len(index), f"distinct {where}", RANKFILE)
         else:
             b.warn(
                 f"{RANKFILE} lists {len(index)} compute hosts but JSM_NAMESPACE_SIZE={world}: jsrun runs on only "
@@ -191,8 +200,8 @@ class Lsf:
             )
 
         hostname = this_host(probes)
-        entry = match_host(hostname, index, path)
-        if entry is None:
+        listed = match_host(hostname, index, path)
+        if listed is None:
             if same_host(hostname, launch):
                 expected = (
                     f"a rankfile listing this host {hostname!r} as a compute host; it is the launch node "
@@ -202,10 +211,10 @@ class Lsf:
                 preview = ", ".join(repr(h) for h in list(index)[:_PREVIEW])
                 more = f" and {len(index) - _PREVIEW} more" if len(index) > _PREVIEW else ""
                 expected = (
-                    f"a rankfile listing this host {hostname!r} (probe:hostname) among its compute hosts; "
-                    f"it lists {preview}{more}"
+                    f"a rankfile listing this host {hostname!r} ({Origin.probe('hostname')}) among its compute "
+                    f"hosts; it lists {preview}{more}"
                 )
             raise InvalidVariable(RANKFILE, path, expected)
-        how = "" if entry == hostname else f" (matched {entry!r} by short name)"
-        b.set("node_rank", index[entry], f"formula:index of hostname {hostname!r}{how} among {where}")
+        how = "" if listed == hostname else f" (matched {listed!r} by short name)"
+        b.formula("node_rank", index[listed], f"index of hostname {hostname!r}{how} among {where}", RANKFILE)
         return b.build()

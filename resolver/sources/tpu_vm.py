@@ -34,29 +34,32 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.sources._node import Fact, agent, detect_agent, read
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["MULTISLICE", "NAME", "WORKER_LISTS", "TpuVm", "host_of", "workers"]
+__all__ = ["CANDIDATES", "MULTISLICE", "NAME", "WORKER_LISTS", "TpuVm", "host_of", "workers"]
 
 NAME = "tpu_vm"
+CANDIDATES = entry(NAME).candidates  # TPU_WORKER_ID: this host's index in the slice
 WORKER_LISTS = ("TPU_PROCESS_ADDRESSES", "TPU_WORKER_HOSTNAMES")  # JAX's order of preference
 MULTISLICE = ("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID")
 
 
 def host_of(
-    variable: str, raw: str, entry: str, expected: str = "host names or host:port entries separated by commas"
+    variable: str, raw: str, item: str, expected: str = "host names or host:port entries separated by commas"
 ) -> str:
     """The host of ``host``, ``host:port`` or ``[v6]:port`` (without brackets), checked; an error names `variable`."""
-    host = entry
-    if entry.startswith("[") and "]" in entry:
-        host = entry[1 : entry.index("]")]
-    elif entry.count(":") == 1:
-        host = entry.partition(":")[0]
+    host = item
+    if item.startswith("[") and "]" in item:
+        host = item[1 : item.index("]")]
+    elif item.count(":") == 1:
+        host = item.partition(":")[0]
     if not env.is_address(host):
         raise InvalidVariable(variable, raw, expected)
     return host
@@ -67,7 +70,7 @@ def workers(environ: Mapping[str, str]) -> tuple[list[str], str]:
     for variable in WORKER_LISTS:
         raw = environ.get(variable)
         if raw is not None:
-            return [host_of(variable, raw, entry) for entry in raw.split(",")], variable
+            return [host_of(variable, raw, item) for item in raw.split(",")], variable
     raise MissingVariable(WORKER_LISTS[1], "the slice's workers, comma-separated", source=NAME)
 
 
@@ -78,16 +81,13 @@ class TpuVm:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        lists = env.present(environ, *WORKER_LISTS)
-        if "TPU_WORKER_ID" not in environ or not lists:
+        if CANDIDATES.met(environ) and not env.present(environ, *WORKER_LISTS):
             return Detection(
-                False, "not a TPU VM worker: TPU_WORKER_ID and TPU_WORKER_HOSTNAMES (or TPU_PROCESS_ADDRESSES) not set"
+                False,
+                "not a TPU VM worker: TPU_WORKER_ID without TPU_WORKER_HOSTNAMES (or TPU_PROCESS_ADDRESSES)",
+                CANDIDATES.present(environ),
             )
-        inside = started_inside(environ, "TPU VM")
-        if inside is not None:
-            return inside
-        found = ("TPU_WORKER_ID", *lists, *env.present(environ, *MULTISLICE))
-        return Detection(True, "a Cloud TPU worker (TPU_WORKER_ID) with no launcher around it: the host's agent", found)
+        return detect_agent(environ, CANDIDATES, "TPU VM", "a TPU VM worker", also=(*WORKER_LISTS, *MULTISLICE))
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
@@ -98,14 +98,15 @@ class TpuVm:
                 "TPU_WORKER_ID", environ["TPU_WORKER_ID"], f"a worker index < the {len(hosts)} workers of {listed}"
             )
         per_slice = len(hosts)
-        address: Fact[str] = (hosts[0], f"formula:first worker of {listed} (worker 0)")
+        address: Fact[str] = (hosts[0], Origin.formula(f"first worker of {listed} (worker 0)", variables=(listed,)))
         if "MEGASCALE_COORDINATOR_ADDRESS" not in environ:
-            node, nodes = worker, (per_slice, f"formula:count of {listed}")
+            node = worker
+            nodes = (per_slice, Origin.formula(f"count of {listed}", variables=(listed,)))
         else:
             raw = environ["MEGASCALE_COORDINATOR_ADDRESS"]
             address = (
                 host_of("MEGASCALE_COORDINATOR_ADDRESS", raw, raw, "a host or host:port (slice 0's worker 0)"),
-                "env:MEGASCALE_COORDINATOR_ADDRESS",
+                Origin.env("MEGASCALE_COORDINATOR_ADDRESS"),
             )
             slices = read(environ, "MEGASCALE_NUM_SLICES", minimum=1)
             slice_id = read(environ, "MEGASCALE_SLICE_ID")
@@ -115,16 +116,19 @@ class TpuVm:
                     environ["MEGASCALE_SLICE_ID"],
                     f"a slice index < MEGASCALE_NUM_SLICES={slices[0]}",
                 )
-            rank = worker[0] + slice_id[0] * per_slice
             node = (
-                rank,
-                (
-                    f"formula:TPU_WORKER_ID={worker[0]} + MEGASCALE_SLICE_ID={slice_id[0]} x {per_slice} hosts "
-                    f"per slice ({listed})"
+                worker[0] + slice_id[0] * per_slice,
+                Origin.formula(
+                    f"TPU_WORKER_ID={worker[0]} + MEGASCALE_SLICE_ID={slice_id[0]} x {per_slice} hosts per slice "
+                    f"({listed})",
+                    variables=("TPU_WORKER_ID", "MEGASCALE_SLICE_ID", listed),
                 ),
             )
             nodes = (
                 per_slice * slices[0],
-                f"formula:{per_slice} hosts per slice ({listed}) x MEGASCALE_NUM_SLICES={slices[0]}",
+                Origin.formula(
+                    f"{per_slice} hosts per slice ({listed}) x MEGASCALE_NUM_SLICES={slices[0]}",
+                    variables=(listed, "MEGASCALE_NUM_SLICES"),
+                ),
             )
         return agent(b, node=node, nodes=nodes, address=address)

@@ -35,17 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, started_inside
+from resolver.sources._node import agent, detect_agent
+from resolver.sources._registry import entry
 from resolver.sources.tpu_vm import host_of
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["NAME", "POOLS", "TF_POOLS", "Vertex", "trainers"]
+__all__ = ["CANDIDATES", "NAME", "POOLS", "TF_POOLS", "Vertex", "trainers"]
 
 NAME = "vertex"
+CANDIDATES = entry(NAME).candidates  # CLUSTER_SPEC, or TF_CONFIG (Vertex's only when it says "cloud")
 POOLS = ("workerpool0", "workerpool1", "workerpool2", "workerpool3")  # chief, workers, servers, evaluators
 # TF_CONFIG's task types and the pool each is ("master" is the chief's older name)
 TF_POOLS = {
@@ -117,24 +120,21 @@ class Vertex:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        if "CLUSTER_SPEC" in environ:
-            found: tuple[str, ...] = ("CLUSTER_SPEC",)
-        elif "TF_CONFIG" in environ and _is_cloud_tf_config(environ["TF_CONFIG"]):
-            found = ("TF_CONFIG",)
-        else:
-            return Detection(False, 'neither CLUSTER_SPEC nor a TF_CONFIG with "environment": "cloud": not Vertex AI')
-        inside = started_inside(environ, "Vertex AI")
-        if inside is not None:
-            return inside
-        return Detection(True, f"{found[0]} is set and no launcher started this process: a Vertex AI replica", found)
+        if "CLUSTER_SPEC" not in environ and "TF_CONFIG" in environ and not _is_cloud_tf_config(environ["TF_CONFIG"]):
+            return Detection(
+                False,
+                'not a Vertex AI replica: TF_CONFIG without "environment": "cloud" (another platform\'s)',
+                ("TF_CONFIG",),
+            )
+        return detect_agent(environ, CANDIDATES, "Vertex AI", "a Vertex AI replica")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        if "CLUSTER_SPEC" not in environ and "TF_CONFIG" not in environ:
+        if not CANDIDATES.met(environ):
             raise MissingVariable("CLUSTER_SPEC", "Vertex AI's cluster and task", source=NAME)
         hosts, place, variable = trainers(environ)
         return agent(
             Builder(NAME, environ),
-            node=(place, f"formula:{variable} task's place among pool 0 then pool 1"),
-            nodes=(len(hosts), f"formula:replicas of pools 0 and 1 in {variable}"),
-            address=(hosts[0], f"formula:{variable} pool 0's first replica (the chief)"),
+            node=(place, Origin.formula(f"{variable} task's place among pool 0 then pool 1", variables=(variable,))),
+            nodes=(len(hosts), Origin.formula(f"replicas of pools 0 and 1 in {variable}", variables=(variable,))),
+            address=(hosts[0], Origin.formula(f"{variable} pool 0's first replica (the chief)", variables=(variable,))),
         )

@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
+from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import Fact, agent, read, started_inside
+from resolver.sources._node import agent, detect_agent, read, read_address
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["CANDIDATES", "NAME", "PYTORCH_VARIABLES", "Volcano", "hosts", "tasks"]
 
 NAME = "volcano"
-CANDIDATES = ("VC_TASK_INDEX", "VK_TASK_INDEX", "VC_MASTER_HOSTS", "VC_WORKER_HOSTS")
+CANDIDATES = entry(NAME).candidates  # the env plugin's pod index, or the pytorch plugin's default tasks' hosts
 PYTORCH_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "RANK")  # the pytorch plugin's node-level variables
 _NUM = re.compile(r"VC_([A-Z0-9_]+)_NUM")
 
@@ -78,29 +80,18 @@ class Volcano:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *CANDIDATES)
-        if not found:
-            return Detection(False, f"none of {', '.join(CANDIDATES)} is set: not a Volcano job's pod")
-        inside = started_inside(environ, "Volcano")
-        if inside is not None:
-            return inside
-        plugin = env.present(environ, *PYTORCH_VARIABLES, "MASTER_PORT")
-        return Detection(
-            True, f"{found[0]} is set and no launcher started this process: a Volcano pod's agent", found + plugin
+        return detect_agent(
+            environ, CANDIDATES, "Volcano", "a Volcano job's pod", also=(*PYTORCH_VARIABLES, "MASTER_PORT")
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
-        if all(name in environ for name in PYTORCH_VARIABLES):
-            port: Fact[int] | None = None
-            if "MASTER_PORT" in environ:
-                port = env.port(environ, "MASTER_PORT", source=NAME), "env:MASTER_PORT"
+        if all(name in environ for name in PYTORCH_VARIABLES):  # MASTER_PORT, else 29500: `agent`'s rule
             return agent(
                 b,
                 node=read(environ, "RANK"),
                 nodes=read(environ, "WORLD_SIZE", minimum=1),
-                address=(env.address(environ, "MASTER_ADDR", source=NAME), "env:MASTER_ADDR"),
-                port=port,
+                address=read_address(environ, "MASTER_ADDR", source=NAME),
             )
         keys = tasks(environ)
         index_variable = (
@@ -131,5 +122,8 @@ class Volcano:
             b,
             node=read(environ, index_variable),
             nodes=nodes,
-            address=(names[0], f"formula:first host of VC_{task}_HOSTS (the task's pod 0)"),
+            address=(
+                names[0],
+                Origin.formula(f"first host of VC_{task}_HOSTS (the task's pod 0)", variables=(f"VC_{task}_HOSTS",)),
+            ),
         )

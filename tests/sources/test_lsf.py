@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from probes import Probes
-from resolver import InvalidVariable, MissingVariable, ProbeFailed, TopologyError
+from resolver import InvalidVariable, MissingVariable, Origin, ProbeFailed, TopologyError
 from resolver import testing as rt
 from resolver.sources import lsf
 
@@ -55,18 +55,21 @@ def test_summit_like_job_from_a_real_file(tmp_path: Path) -> None:
     assert t.creates_processes_externally
     assert (t.job_id, t.job_name) == ("123456", "train")
     assert t.warnings == ()
+    rankfile = ("LSB_DJOB_RANKFILE",)
     assert dict(t.provenance) == {
-        "world_size": "env:JSM_NAMESPACE_SIZE",
-        "global_rank": "env:JSM_NAMESPACE_RANK",
-        "local_rank": "env:JSM_NAMESPACE_LOCAL_RANK",
-        "local_world_size": "env:JSM_NAMESPACE_LOCAL_SIZE",
-        "job_id": "env:LSB_JOBID",
-        "job_name": "env:LSB_JOBNAME",
-        "main_port": "formula:LSB_JOBID % 1000 + 10000 (123456 % 1000 + 10000)",
-        "creates_processes_externally": "source:lsf: jsrun starts every task",
-        "main_address": f"formula:first compute host of LSB_DJOB_RANKFILE ({path})",
-        "num_nodes": f"formula:distinct compute hosts of LSB_DJOB_RANKFILE ({path})",
-        "node_rank": f"formula:index of hostname 'a01n02' among compute hosts of LSB_DJOB_RANKFILE ({path})",
+        "world_size": Origin.env("JSM_NAMESPACE_SIZE"),
+        "global_rank": Origin.env("JSM_NAMESPACE_RANK"),
+        "local_rank": Origin.env("JSM_NAMESPACE_LOCAL_RANK"),
+        "local_world_size": Origin.env("JSM_NAMESPACE_LOCAL_SIZE"),
+        "job_id": Origin.env("LSB_JOBID"),
+        "job_name": Origin.env("LSB_JOBNAME"),
+        "main_port": Origin.formula("10000 + LSB_JOBID mod 1000 (10000 + 123456 mod 1000)", variables=("LSB_JOBID",)),
+        "creates_processes_externally": Origin.rule("lsf: jsrun starts every task"),
+        "main_address": Origin.formula(f"first compute host of LSB_DJOB_RANKFILE ({path})", variables=rankfile),
+        "num_nodes": Origin.formula(f"distinct compute hosts of LSB_DJOB_RANKFILE ({path})", variables=rankfile),
+        "node_rank": Origin.formula(
+            f"index of hostname 'a01n02' among compute hosts of LSB_DJOB_RANKFILE ({path})", variables=rankfile
+        ),
     }
     resolver.validate(t, devices=3, num_nodes=2)
     env: dict[str, str] = {}
@@ -111,14 +114,14 @@ def test_hostname_matching(entries: list[str], hostname: str, node_rank: int, ho
     t = resolver.resolve(env, fake("batch\n" + "\n".join(entries), hostname))
     assert t.node_rank == node_rank
     matched = f" (matched {how!r} by short name)" if how else ""
-    assert t.provenance["node_rank"] == (
+    assert str(t.provenance["node_rank"]) == (
         f"formula:index of hostname {hostname!r}{matched} among compute hosts of LSB_DJOB_RANKFILE ({RANKFILE})"
     )
 
 
 def test_master_port_overrides_the_formula() -> None:
     t = resolver.resolve({**JOB, "MASTER_PORT": "29500"}, fake())
-    assert (t.main_port, t.provenance["main_port"]) == (29500, "env:MASTER_PORT")
+    assert (t.main_port, t.provenance["main_port"]) == (29500, Origin.env("MASTER_PORT"))
 
 
 def test_master_addr_is_not_read_and_optional_variables() -> None:
@@ -146,10 +149,11 @@ def test_an_array_element_records_its_index_and_takes_its_own_port() -> None:
     t = resolver.resolve({**JOB, "LSB_JOBINDEX": "7"}, fake())
     assert (t.job_id, t.array_job_id, t.array_task_id) == ("123456", "123456", "7")
     assert t.main_port == (123456 + 7) % 1000 + 10000 == 10463
-    assert t.provenance["array_job_id"] == "env:LSB_JOBID"
-    assert t.provenance["array_task_id"] == "env:LSB_JOBINDEX"
-    formula = "formula:(LSB_JOBID + LSB_JOBINDEX) % 1000 + 10000 ((123456 + 7) % 1000 + 10000)"
-    assert t.provenance["main_port"] == formula
+    assert t.provenance["array_job_id"] == Origin.env("LSB_JOBID")
+    assert t.provenance["array_task_id"] == Origin.env("LSB_JOBINDEX")
+    formula = "formula:10000 + (LSB_JOBID + LSB_JOBINDEX) mod 1000 (10000 + (123456 + 7) mod 1000)"
+    assert str(t.provenance["main_port"]) == formula
+    assert t.provenance["main_port"].variables == ("LSB_JOBID", "LSB_JOBINDEX")
 
 
 def test_index_zero_is_not_an_array_and_keeps_lightnings_port() -> None:
@@ -163,7 +167,7 @@ def test_index_zero_is_not_an_array_and_keeps_lightnings_port() -> None:
 
 def test_master_port_still_wins_for_an_array_element() -> None:
     t = resolver.resolve({**JOB, "LSB_JOBINDEX": "3", "MASTER_PORT": "29500"}, fake())
-    assert (t.main_port, t.provenance["main_port"], t.array_task_id) == (29500, "env:MASTER_PORT", "3")
+    assert (t.main_port, t.provenance["main_port"], t.array_task_id) == (29500, Origin.env("MASTER_PORT"), "3")
 
 
 @settings(max_examples=25, deadline=None)
