@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import attrs
 
-from probes import Comm, Probes, XlaRuntime
+from probes._bundle import Comm, Probes, XlaRuntime
 from resolver.errors import ProbeFailed
 
 __all__ = ["FakeComm", "FakeXla", "make"]

@@ -106,7 +106,10 @@ def _as_source(candidate: Any, what: str) -> Source:
 
 
 def registered(*, auto_only: bool = False) -> tuple[Source, ...]:
-    """Every known source in detection order: built-ins, plugins, the default, then on-request ones."""
+    """Every known source in detection order: built-ins, plugins, the default, then on-request ones.
+
+    `auto_only` keeps the auto-detected ones. This imports every source module; `resolve` does not.
+    """
     ordered = (*(e.load() for e in DETECTION_ORDER), *_plugin_sources(), DEFAULT.load())
     if auto_only:
         return tuple(s for s in ordered if s.auto)
@@ -114,6 +117,7 @@ def registered(*, auto_only: bool = False) -> tuple[Source, ...]:
 
 
 def by_name(name: str) -> Source:
+    """The source called `name` (built-in or plugin); `InvalidSettings` naming the known ones otherwise."""
     for entry in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST):
         if entry.name == name:
             return entry.load()

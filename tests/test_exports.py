@@ -99,11 +99,15 @@ NEEDS_AN_EXTRA = ("resolver.integrations.",)  # imported by name, after installi
 
 
 def test_every_public_submodule_is_an_attribute_of_its_package() -> None:
-    """`import resolver.sources; resolver.sources.slurm` works without importing the module first."""
+    """`import resolver; resolver.testing` works without importing the module first.
+
+    The source modules (`resolver.sources.slurm`) and the testing builders are imported by name, as
+    any package's modules: the kit has no module `__getattr__` (issue 25, point 7).
+    """
     import subprocess
     import sys
 
-    names = [n for n in public_modules() if "." in n and not n.startswith(NEEDS_AN_EXTRA)]
+    names = [n for n in public_modules() if n.count(".") == 1 and not n.startswith(NEEDS_AN_EXTRA)]
     code = (
         "import importlib, sys\n"
         "lazily = 0\n"
@@ -117,4 +121,4 @@ def test_every_public_submodule_is_an_attribute_of_its_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) >= len(names) // 2  # half or more came through the package's __getattr__
+    assert int(out.stdout) >= 1  # some came through the package's __getattr__, imported on first use

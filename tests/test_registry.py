@@ -8,12 +8,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import resolver
-from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, SCHEDULERS
+from resolver.sources._registry import (
+    DEFAULT,
+    DETECTION_ORDER,
+    DEVICE_BINDINGS,
+    ENDPOINTS,
+    ENTRIES,
+    ON_REQUEST,
+    SCHEDULERS,
+    entry,
+)
 from tests.conftest import CAPTURES, CAPTURES_HPC, read_capture
 from tests.test_imports import loaded_after
 
 REAL = [read_capture(path) for root in (CAPTURES, CAPTURES_HPC) for path in sorted(root.glob("**/*.env"))]
-NAMES = sorted({name for env in REAL for name in env} | {c for e in DETECTION_ORDER for c in e.candidates})
+NAMES = sorted({name for env in REAL for name in env} | {c for e in DETECTION_ORDER for c in e.candidates.names})
 VALUES = [*sorted({value for env in REAL for value in env.values() if len(value) < 40}), "0", "1", "2", "4", ""]
 
 
@@ -47,8 +56,21 @@ def test_names_are_unique_and_each_entry_loads_the_source_it_names() -> None:
         source = entry.load()
         assert isinstance(source, resolver.Source)
         assert (source.name, source.auto) == (entry.name, entry.auto)
-    for entry in SCHEDULERS:
-        assert callable(entry.attribute())
+    for scheduler in SCHEDULERS:
+        assert callable(scheduler.offered("job_facts"))
+    for scheduler in ENDPOINTS:
+        assert callable(scheduler.offered("main_endpoint"))
+    for binder in DEVICE_BINDINGS:
+        assert callable(binder.offered("device_binding"))
+
+
+def test_every_list_is_a_view_of_the_one_table() -> None:
+    assert {e.name for e in ENTRIES} == {e.name for e in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)}
+    assert len({e.name for e in ENTRIES}) == len(ENTRIES)
+    for view in (DETECTION_ORDER, ON_REQUEST, SCHEDULERS, ENDPOINTS, DEVICE_BINDINGS):
+        assert all(e is entry(e.name) for e in view)
+        positions = [ENTRIES.index(e) for e in view]
+        assert positions == sorted(positions)  # each view keeps the table's order
 
 
 def test_a_torchrun_worker_imports_no_other_source() -> None:

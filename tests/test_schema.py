@@ -52,7 +52,7 @@ def test_every_record_validates_and_round_trips(t: Topology) -> None:
 
 
 TAMPERED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
-    ("schema 3", lambda d: d.update(schema=3)),
+    ("schema 4", lambda d: d.update(schema=4)),
     ("devices as text", lambda d: d.update(visible_devices="0,1")),
     ("a device twice", lambda d: d.update(visible_devices=["0", "0"])),
     ("a device with no name", lambda d: d.update(visible_devices=[""])),
@@ -75,8 +75,11 @@ TAMPERED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("source upper case", lambda d: d.update(source="SLURM")),
     ("external as text", lambda d: d.update(creates_processes_externally="yes")),
     ("job id as int", lambda d: d.update(job_id=7)),
-    ("provenance of an unknown field", lambda d: d["provenance"].update(rank="env:RANK")),
-    ("provenance not text", lambda d: d["provenance"].update(world_size=1)),
+    ("provenance of an unknown field", lambda d: d["provenance"].update(rank={"kind": "env", "name": "RANK"})),
+    ("provenance not an origin", lambda d: d["provenance"].update(world_size=1)),
+    ("origin as text (schema 2)", lambda d: d["provenance"].update(world_size="env:WORLD_SIZE")),
+    ("origin of an unknown kind", lambda d: d["provenance"].update(world_size={"kind": "guess", "name": "x"})),
+    ("origin without a name", lambda d: d["provenance"].update(world_size={"kind": "env"})),
     ("warnings as text", lambda d: d.update(warnings="careful")),
     ("warning not text", lambda d: d.update(warnings=[1])),
     ("negative restart count", lambda d: d.update(restart_count=-1)),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 
 import resolver
-from resolver import SCHEMA, InvalidTopology, Topology, TopologyError
+from resolver import SCHEMA, InvalidTopology, Origin, Topology, TopologyError
 from resolver.testing import topologies
 
 DEVICE_FIELDS = ("visible_devices", "local_device")
@@ -95,16 +95,16 @@ def test_evolve_revalidates() -> None:
 
 
 def test_hashable_and_provenance_is_read_only() -> None:
-    t = Topology(**BASE, provenance={"world_size": "env:WORLD_SIZE"})
+    t = Topology(**BASE, provenance={"world_size": Origin.env("WORLD_SIZE")})
     assert hash(t) == hash(Topology(**BASE))
     with pytest.raises(TypeError):
         t.provenance["world_size"] = "x"  # type: ignore[index]
 
 
 def test_to_dict_is_json_safe_with_schema() -> None:
-    t = Topology(**BASE, provenance={"world_size": "env:WORLD_SIZE"}, warnings=["careful"])
+    t = Topology(**BASE, provenance={"world_size": Origin.env("WORLD_SIZE")}, warnings=["careful"])
     data = t.to_dict()
-    assert data["schema"] == SCHEMA == 2
+    assert data["schema"] == SCHEMA == 3
     assert json.loads(json.dumps(data)) == data
     assert Topology.from_dict(data) == t
     assert Topology.from_json(t.to_json()) == t
@@ -114,7 +114,7 @@ def test_to_dict_is_json_safe_with_schema() -> None:
 @pytest.mark.parametrize(
     ("tamper", "field"),
     [
-        ({"schema": 3}, "schema"),
+        ({"schema": 4}, "schema"),
         ({"schema": 1, "visible_devices": ["0"]}, "visible_devices"),
         ({"visible_devices": "0"}, "visible_devices"),
         ({"visible_devices": ["0", "0"]}, "visible_devices"),
@@ -143,7 +143,37 @@ def test_schema_1_records_still_load_without_devices() -> None:
     loaded = Topology.from_dict({**old, "schema": 1})
     assert loaded == Topology(**BASE)
     assert (loaded.visible_devices, loaded.local_device) == (None, None)
-    assert loaded.to_dict()["schema"] == 2  # written again under the current schema
+    assert loaded.to_dict()["schema"] == 3  # written again under the current schema
+
+
+def test_schema_2_job_logs_load_their_origins_written_as_text() -> None:
+    """A record a job log kept last month (schema 2, each origin as text) loads, its origins as records."""
+    old = {**Topology(**BASE).to_dict(), "schema": 2}
+    old["provenance"] = {
+        "world_size": "env:SLURM_NTASKS",
+        "main_port": "formula:15000 + last four digits of SLURM_JOB_ID",
+        "main_address": "probe:hostname (the main node, which AWS Batch does not tell its address)",
+        "global_rank": "spawn: node_rank * devices + local_rank with devices=4",
+        "local_rank": "lightning:set_local_rank(1)",
+    }
+    loaded = Topology.from_dict(old)
+    assert loaded.provenance["world_size"] == Origin.env("SLURM_NTASKS")
+    assert loaded.provenance["world_size"].variable == "SLURM_NTASKS"
+    assert loaded.provenance["main_port"].kind == "formula"
+    assert loaded.provenance["global_rank"].kind == loaded.provenance["local_rank"].kind == "argument"
+    for field in ("world_size", "main_port", "main_address"):
+        assert str(loaded.provenance[field]) == old["provenance"][field]  # the text as it was written
+    assert str(loaded.provenance["local_rank"]) == "argument:lightning:set_local_rank(1)"
+    again = loaded.to_dict()
+    assert again["schema"] == 3 and Topology.from_dict(again) == loaded
+    assert again["provenance"]["world_size"] == {"kind": "env", "name": "SLURM_NTASKS"}
+
+
+@pytest.mark.parametrize("origins", [{"world_size": "env:X"}, {"world_size": {"kind": "env"}}, {"x": 1}])
+def test_schema_3_origins_are_objects(origins: object) -> None:
+    with pytest.raises(InvalidTopology) as info:
+        Topology.from_dict({**Topology(**BASE).to_dict(), "provenance": origins})
+    assert info.value.field == "provenance"
 
 
 @pytest.mark.parametrize(
@@ -194,7 +224,7 @@ def test_records_pickle_copy_and_keep_their_own_provenance() -> None:
     import pickle
     from types import MappingProxyType
 
-    origins = {"world_size": "env:WORLD_SIZE"}
+    origins = {"world_size": Origin.env("WORLD_SIZE")}
     proxy = MappingProxyType(origins)
     t = Topology(
         source="lightning",
@@ -205,8 +235,8 @@ def test_records_pickle_copy_and_keep_their_own_provenance() -> None:
         provenance=proxy,
         warnings=iter(["w"]),
     )
-    origins["world_size"] = "changed"
-    assert t.provenance["world_size"] == "env:WORLD_SIZE"  # a copy, not the caller's proxy
+    origins["world_size"] = Origin.default("changed")
+    assert t.provenance["world_size"] == Origin.env("WORLD_SIZE")  # a copy, not the caller's proxy
     assert t.warnings == ("w",)  # an iterator is read, not dropped
     for same in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t), copy.copy(t)):  # noqa: S301 - our own bytes
         assert same == t and same.to_dict() == t.to_dict()
@@ -231,7 +261,7 @@ def test_repr_names_every_shown_field_in_order() -> None:
         main_port=29500,
         visible_devices=["0", "1"],
         local_device=1,
-        provenance={"world_size": "env:SLURM_NTASKS"},
+        provenance={"world_size": Origin.env("SLURM_NTASKS")},
         warnings=["w"],
     )
     assert repr(record) == (

@@ -58,6 +58,12 @@ class Entry:
     facts: Candidates | None = None
     endpoint: Candidates | None = None
     devices: Candidates | None = None
+    testing: tuple[str, ...] | None = None  # its builder modules in resolver.testing; None: the source's name
+
+    @property
+    def builders(self) -> tuple[str, ...]:
+        """The names of the source's builder modules under `resolver.testing` (none for the default and XLA)."""
+        return (self.name,) if self.testing is None else self.testing
 
     @property
     def module(self) -> str:
@@ -80,7 +86,12 @@ class Entry:
 _SOURCES = "resolver.sources"
 
 ENTRIES: tuple[Entry, ...] = (
-    Entry("torchelastic", f"{_SOURCES}.torchelastic:TorchElastic", any_of("TORCHELASTIC_RUN_ID", "GROUP_RANK")),
+    Entry(
+        "torchelastic",
+        f"{_SOURCES}.torchelastic:TorchElastic",
+        any_of("TORCHELASTIC_RUN_ID", "GROUP_RANK"),
+        testing=("torchrun",),
+    ),
     Entry("deepspeed", f"{_SOURCES}.deepspeed:DeepSpeed", any_of("CROSS_RANK")),
     Entry(
         "slurm",
@@ -97,6 +108,7 @@ ENTRIES: tuple[Entry, ...] = (
         any_of(
             "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PALS_RANKID", "PMI_SIZE", "PMIX_RANK"
         ),
+        testing=("openmpi", "mpich"),
     ),
     Entry(
         "gridengine",
@@ -142,9 +154,9 @@ ENTRIES: tuple[Entry, ...] = (
         endpoint=any_of("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"),
     ),
     Entry("tpu_vm", f"{_SOURCES}.tpu_vm:TpuVm", any_of("TPU_WORKER_ID")),
-    Entry("lightning", f"{_SOURCES}.lightning:Lightning"),  # the default: always a candidate, always last
+    Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
-    Entry("xla", f"{_SOURCES}.xla:Xla", auto=False),
+    Entry("xla", f"{_SOURCES}.xla:Xla", auto=False, testing=()),
 )
 
 # -- views ---------------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ adds:
    subclass adding the process index (``rank: int = 0``) for the one-process builder; the builders
    made with ``_launch.builder(...)`` (typed by the class's fields); a ``_jobs(most)`` Hypothesis
    strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
-2. here: its module and builders in the imports, its builders in `__all__`, and its ``LAUNCHER`` in
-   `REGISTRY` (``jobs()`` draws from every launcher listed there).
+2. here: its builders in the imports and in `__all__` (a test fails until they are). `REGISTRY`,
+   `LAUNCHERS` and `NONDETERMINISTIC` are derived from the source registry (`resolver.testing._registry`):
+   ``jobs()`` draws from every launcher there.
 3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
    exists (tests/testing/captured.py compares variable for variable), else against its
    documentation (say which in the module docstring); and its builders in the SIGNATURES table of
@@ -40,8 +41,6 @@ adds:
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from resolver.schema import topology_schema
 from resolver.testing import (
@@ -65,6 +64,7 @@ from resolver.testing import (
     vertex,
     volcano,
 )
+from resolver.testing._registry import LAUNCHERS, NONDETERMINISTIC, REGISTRY
 from resolver.testing.aws_batch import AwsBatchLaunch, AwsBatchNode, aws_batch_env, aws_batch_job
 from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
 from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
@@ -102,34 +102,6 @@ from resolver.testing.tpu_vm import TpuVmHost, TpuVmLaunch, tpu_vm_env, tpu_vm_j
 from resolver.testing.vertex import VertexLaunch, VertexReplica, vertex_env, vertex_job
 from resolver.testing.volcano import VolcanoLaunch, VolcanoPod, volcano_env, volcano_job
 from resolver.testing.world import Job, Launcher, Process, assert_consistent
-
-# Every launcher resolver.testing builds, in this order; a new launcher module adds its line.
-REGISTRY: tuple[Launcher, ...] = (
-    slurm.LAUNCHER,
-    torchrun.LAUNCHER,
-    kubeflow.LAUNCHER,
-    openmpi.LAUNCHER,
-    mpich.LAUNCHER,
-    lsf.LAUNCHER,
-    deepspeed.LAUNCHER,
-    flux.LAUNCHER,
-    pbs.LAUNCHER,
-    kubeflow_trainer.LAUNCHER,
-    aws_batch.LAUNCHER,
-    sagemaker.LAUNCHER,
-    skypilot.LAUNCHER,
-    dstack.LAUNCHER,
-    vertex.LAUNCHER,
-    volcano.LAUNCHER,
-    azureml.LAUNCHER,
-    tpu_vm.LAUNCHER,
-    gridengine.LAUNCHER,
-)
-LAUNCHERS = tuple(launcher.name for launcher in REGISTRY)
-
-# Variables whose values each launcher picks at random or from the machine's state: the builders give
-# plausible values of this shape (a regular expression); every other value is exactly the launcher's.
-NONDETERMINISTIC: Mapping[str, Mapping[str, str]] = {launcher.name: launcher.nondeterministic for launcher in REGISTRY}
 
 __all__ = [
     "LAUNCHERS",

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from resolver.testing.world import Job
 
 P = ParamSpec("P")
 L = TypeVar("L")
@@ -120,3 +125,37 @@ def changed_fields(launch: attrs.AttrsInstance) -> dict[str, Any]:
         if value != field.default:
             out[field.name] = value
     return out
+
+
+def host_names(count: int, *, prefix: str | None = None) -> SearchStrategy[tuple[str, ...]]:
+    """`count` distinct host names: a numbered family (ci1, rack1-n07) or arbitrary DNS-like names."""
+    from hypothesis import strategies as st
+
+    numbered = st.tuples(
+        st.sampled_from([prefix] if prefix else ["ci", "node", "gpu-", "rack1-n"]),
+        st.integers(0, 3),  # zero padding
+        st.integers(0, 990),
+        st.integers(1, 3),  # step between numbers: gaps as in ci[1-2,4]
+    ).map(lambda t: tuple(f"{t[0]}{str(t[2] + i * t[3]).zfill(t[1])}" for i in range(count)))
+    if prefix:
+        return numbered
+    named = st.lists(
+        st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True), min_size=count, max_size=count, unique=True
+    )
+    return st.one_of(numbered, named.map(tuple))
+
+
+def mpi_master() -> SearchStrategy[dict[str, str]]:
+    """MASTER_ADDR/MASTER_PORT exported to every rank (``mpirun -x``), or nothing (the comm finds them)."""
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.just({}),
+        st.builds(lambda port: {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(port)}, st.integers(1024, 65535)),
+    )
+
+
+def with_master(job: Job, master: Mapping[str, str]) -> Job:
+    """`job` with `master` added to every process's environment (and said in its call)."""
+    processes = tuple(attrs.evolve(p, environ={**p.environ, **master}) for p in job)
+    return attrs.evolve(job, processes=processes, call=job.call + (f" with {dict(master)}" if master else ""))

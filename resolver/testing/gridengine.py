@@ -247,7 +247,7 @@ gridengine_env = builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing.strategies import host_names
+    from resolver.testing._launch import host_names
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:

@@ -115,7 +115,7 @@ lsf_env = builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing.strategies import host_names
+    from resolver.testing._launch import host_names
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:

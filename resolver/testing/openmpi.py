@@ -240,7 +240,7 @@ openmpi_env = builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing.strategies import host_names, mpi_master, with_master
+    from resolver.testing._launch import host_names, mpi_master, with_master
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:

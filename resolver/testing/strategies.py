@@ -9,12 +9,14 @@ imported when a strategy function is called, never at import, so the builders wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from resolver import Topology
+from resolver.origin import Origin
+from resolver.testing._launch import host_names, mpi_master, with_master
 from resolver.testing.world import Job
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ def jobs(*, launchers: Sequence[str] | None = None, max_processes: int = 16) -> 
     """
     from hypothesis import strategies as st
 
-    from resolver.testing import LAUNCHERS, REGISTRY
+    from resolver.testing._registry import LAUNCHERS, REGISTRY
 
     if launchers is None:
         launchers = LAUNCHERS
@@ -40,40 +42,6 @@ def jobs(*, launchers: Sequence[str] | None = None, max_processes: int = 16) -> 
         raise ValueError(f"launchers={list(launchers)!r}: expected some of {LAUNCHERS}")
     by_name = {launcher.name: launcher for launcher in REGISTRY}
     return st.one_of([by_name[name].jobs(max_processes) for name in launchers])
-
-
-def host_names(count: int, *, prefix: str | None = None) -> SearchStrategy[tuple[str, ...]]:
-    """`count` distinct host names: a numbered family (ci1, rack1-n07) or arbitrary DNS-like names."""
-    from hypothesis import strategies as st
-
-    numbered = st.tuples(
-        st.sampled_from([prefix] if prefix else ["ci", "node", "gpu-", "rack1-n"]),
-        st.integers(0, 3),  # zero padding
-        st.integers(0, 990),
-        st.integers(1, 3),  # step between numbers: gaps as in ci[1-2,4]
-    ).map(lambda t: tuple(f"{t[0]}{str(t[2] + i * t[3]).zfill(t[1])}" for i in range(count)))
-    if prefix:
-        return numbered
-    named = st.lists(
-        st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True), min_size=count, max_size=count, unique=True
-    )
-    return st.one_of(numbered, named.map(tuple))
-
-
-def mpi_master() -> SearchStrategy[dict[str, str]]:
-    """MASTER_ADDR/MASTER_PORT exported to every rank (``mpirun -x``), or nothing (the comm finds them)."""
-    from hypothesis import strategies as st
-
-    return st.one_of(
-        st.just({}),
-        st.builds(lambda port: {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(port)}, st.integers(1024, 65535)),
-    )
-
-
-def with_master(job: Job, master: Mapping[str, str]) -> Job:
-    """`job` with `master` added to every process's environment (and said in its call)."""
-    processes = tuple(attrs.evolve(p, environ={**p.environ, **master}) for p in job)
-    return attrs.evolve(job, processes=processes, call=job.call + (f" with {dict(master)}" if master else ""))
 
 
 def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
@@ -90,6 +58,18 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
         st.lists(label, min_size=1, max_size=4).map(".".join).filter(is_address)
         | st.ip_addresses().map(str)
         | st.sampled_from(["fe80::1%eth0", "localhost", "n001.cluster.example"])
+    )
+
+    variable = st.from_regex(r"[A-Z][A-Z0-9_]{0,15}", fullmatch=True)
+    origins = st.one_of(
+        variable.map(Origin.env),
+        st.builds(Origin.probe, st.sampled_from(["hostname", "free_port", "read_text", "comm"]), st.none() | text),
+        st.builds(
+            lambda words, used: Origin.formula(words or "f", variables=used), text, st.lists(variable, max_size=3)
+        ),
+        st.builds(lambda words: Origin.default(words or "d"), text),
+        st.builds(lambda words: Origin.rule(words or "r"), text),
+        st.builds(lambda words: Origin.argument(words or "a"), text),
     )
 
     @st.composite
@@ -122,7 +102,7 @@ def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
             restart_count=draw(st.none() | st.integers(0, 10**6)),
             visible_devices=visible,
             local_device=device,
-            provenance=draw(st.dictionaries(st.sampled_from(names), text, max_size=4)),
+            provenance=draw(st.dictionaries(st.sampled_from(names), origins, max_size=4)),
             warnings=draw(st.lists(text, max_size=3)),
         )
 
