@@ -16,8 +16,8 @@ from resolver.sources._registry import (
     ENTRIES,
     ON_REQUEST,
     SCHEDULERS,
-    entry,
 )
+from resolver.sources._registry import entry as registry_entry
 from tests.conftest import CAPTURES, CAPTURES_HPC, read_capture
 from tests.test_imports import loaded_after
 
@@ -68,7 +68,7 @@ def test_every_list_is_a_view_of_the_one_table() -> None:
     assert {e.name for e in ENTRIES} == {e.name for e in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)}
     assert len({e.name for e in ENTRIES}) == len(ENTRIES)
     for view in (DETECTION_ORDER, ON_REQUEST, SCHEDULERS, ENDPOINTS, DEVICE_BINDINGS):
-        assert all(e is entry(e.name) for e in view)
+        assert all(e is registry_entry(e.name) for e in view)
         positions = [ENTRIES.index(e) for e in view]
         assert positions == sorted(positions)  # each view keeps the table's order
 

@@ -43,27 +43,6 @@ adds:
 from __future__ import annotations
 
 from resolver.schema import topology_schema
-from resolver.testing import (
-    aws_batch,
-    azureml,
-    deepspeed,
-    dstack,
-    flux,
-    gridengine,
-    kubeflow,
-    kubeflow_trainer,
-    lsf,
-    mpich,
-    openmpi,
-    pbs,
-    sagemaker,
-    skypilot,
-    slurm,
-    torchrun,
-    tpu_vm,
-    vertex,
-    volcano,
-)
 from resolver.testing._registry import LAUNCHERS, NONDETERMINISTIC, REGISTRY
 from resolver.testing.aws_batch import AwsBatchLaunch, AwsBatchNode, aws_batch_env, aws_batch_job
 from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
