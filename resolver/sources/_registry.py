@@ -100,7 +100,12 @@ ENTRIES: tuple[Entry, ...] = (
         facts=any_of("SLURM_JOB_ID"),
         devices=any_of("SLURMD_TRES_BIND"),
     ),
-    Entry("lsf", f"{_SOURCES}.lsf:Lsf", any_of("JSM_NAMESPACE_SIZE"), facts=any_of("LSB_JOBID")),
+    Entry(
+        "lsf",
+        f"{_SOURCES}.lsf:Lsf",
+        all_of("LSB_JOBID", "LSB_DJOB_RANKFILE", "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE"),
+        facts=any_of("LSB_JOBID"),
+    ),
     Entry("flux", f"{_SOURCES}.flux:Flux", any_of("FLUX_TASK_RANK", "FLUX_URI"), facts=any_of("FLUX_JOB_ID")),
     Entry(
         "mpi",
@@ -154,6 +159,12 @@ ENTRIES: tuple[Entry, ...] = (
         endpoint=any_of("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"),
     ),
     Entry("tpu_vm", f"{_SOURCES}.tpu_vm:TpuVm", any_of("TPU_WORKER_ID")),
+    Entry(
+        "lws",
+        f"{_SOURCES}.lws:Lws",
+        all_of("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"),
+        facts=any_of("LWS_NAME", "LWS_GROUP_INDEX"),
+    ),
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
     Entry("xla", f"{_SOURCES}.xla:Xla", auto=False, testing=()),

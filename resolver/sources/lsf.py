@@ -30,7 +30,6 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
-    all_of,
     host_file,
     job_port,
     read_job_facts,
@@ -38,6 +37,7 @@ from resolver.sources import (
     short_host,
     this_host,
 )
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -61,9 +61,7 @@ __all__ = [
 
 NAME = "lsf"
 RANKFILE = "LSB_DJOB_RANKFILE"
-# Lightning's detection: all four. The registry's entry filters on JSM_NAMESPACE_SIZE alone; once it
-# declares these four (all_of), this line becomes `entry(NAME).candidates`.
-CANDIDATES = all_of("LSB_JOBID", RANKFILE, "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE")
+CANDIDATES = entry(NAME).candidates  # Lightning's four: LSB_JOBID, the rank file, jsrun's local rank and size
 DETECTION_VARIABLES = CANDIDATES.names
 RANK_VARIABLES = (  # (field, variable, what jsrun means by it, minimum)
     ("world_size", "JSM_NAMESPACE_SIZE", "the number of tasks", 1),
