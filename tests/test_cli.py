@@ -257,7 +257,7 @@ def test_usage_names_the_command_typed() -> None:
 
 
 def test_help_lists_every_source() -> None:
-    from resolver.sources import registered
+    from resolver import registered
 
     text = " ".join(run("--help").stdout.split())
     for source in registered():

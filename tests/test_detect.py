@@ -29,11 +29,11 @@ class Custom:
 
 
 def test_order_is_data_and_the_default_is_last() -> None:
-    names = [s.name for s in resolver.sources.registered()]
+    names = [s.name for s in resolver.registered()]
     assert names[0] == "torchelastic"
     assert names.index("lightning") == len(DETECTION_ORDER)
-    assert [s.name for s in resolver.sources.registered(auto_only=True)][-1] == DEFAULT.name == "lightning"
-    assert "kubeflow" not in [s.name for s in resolver.sources.registered(auto_only=True)]
+    assert [s.name for s in resolver.registered(auto_only=True)][-1] == DEFAULT.name == "lightning"
+    assert "kubeflow" not in [s.name for s in resolver.registered(auto_only=True)]
 
 
 def test_forced_source_by_name_and_instance() -> None:
@@ -58,7 +58,7 @@ def test_environ_must_be_a_mapping() -> None:
 def test_explain_lists_every_candidate_in_order() -> None:
     env = {"TORCHELASTIC_RUN_ID": "x", "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
     e = resolver.explain(env)
-    assert [c.name for c in e.candidates] == [s.name for s in resolver.sources.registered()]
+    assert [c.name for c in e.candidates] == [s.name for s in resolver.registered()]
     assert e.chosen == "torchelastic"
     assert e.why == "first match in detection order"
     first = e.candidates[0]
@@ -93,7 +93,7 @@ def test_entry_point_plugins_are_found(tmp_path: Path) -> None:
         "print(resolver.resolve({'_CONDOR_JOB_AD': '1'}, probes.fake()).source,"
         " resolver.resolve({}, probes.fake(), source='condor').source,"
         " resolver.resolve({}, probes.fake(free_port=9)).source,"
-        " [s.name for s in resolver.sources.registered()])"
+        " [s.name for s in resolver.registered()])"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
