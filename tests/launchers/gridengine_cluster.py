@@ -3,9 +3,9 @@
 Module use::
 
     from tests.launchers import gridengine_cluster
-    cell = gridengine_cluster.start()     # reuses a running, configured cell
+    cell = gridengine_cluster.start()     # starts the cell's daemons, or uses them if they run
     cell.qsub(["-pe", "mpi", "4", "job.sh"], env={...})   # waits for the job (qsub -sync y)
-    cell.stop()                           # only what start() started
+    cell.stop()                           # the last user stops what a harness run started
 
 CLI use: ``python tests/launchers/gridengine_cluster.py start|status|stop``.
 
@@ -23,23 +23,38 @@ set to 0. An ordinary user cannot run the tests' interpreter here (it lives unde
 0700), and the user changes only HOME, USER and LOGNAME in a job's environment (compare
 tests/captures-hpc/gridengine, submitted by an ordinary user).
 
+One cell per machine (its ports are the cell's, 6444 and 6445 in /etc/services), so runs share it:
+each Cell holds a shared lock on USERS_LOCK while it lives, and ``Cell.stop`` stops the daemons only
+when no other run holds it and a harness run started them (recorded in STATE_FILE); daemons that
+were running before any harness run are never stopped. Starting and stopping take turns under
+SETUP_LOCK. The ``host_aliases`` line a run wrote is taken out again, byte for byte, with the
+daemons. The cell's configuration keeps what ``_configure`` set (the queue, the PE, the 1 s
+scheduler, ``min_uid 0``): it lives in the cell's spool, which the packages made for these tests.
+
 `stop` runs ``qconf -ke <host>`` and ``qconf -km`` (Grid Engine's own shutdown) and waits for the
-two daemons' pids to end. Needs root. Plain stdlib only.
+two daemons' pids to end, with SIGINT, SIGTERM and SIGHUP held back until it is done. Needs root.
+Plain stdlib only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 SGE_ROOT = Path("/var/lib/gridengine")
 CELL = "default"
@@ -52,6 +67,10 @@ INIT = {"qmaster": Path("/etc/init.d/gridengine-master"), "execd": Path("/etc/in
 TOOLS = ("qsub", "qconf", "qstat", "qmod", "qrsh", "sge_qmaster", "sge_execd")
 START_TIMEOUT = 60.0
 SYSTEM_PATH = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RUNTIME = Path(tempfile.gettempdir())
+SETUP_LOCK = RUNTIME / "cluster-topology-gridengine.setup.lock"  # start and stop take turns
+USERS_LOCK = RUNTIME / "cluster-topology-gridengine.users.lock"  # shared by every live Cell
+STATE_FILE = RUNTIME / "cluster-topology-gridengine.json"  # what a harness run started and wrote
 
 
 class CellError(RuntimeError):
@@ -105,17 +124,83 @@ def _host() -> str:
     return (SGE_ROOT / CELL / "common" / "act_qmaster").read_text().strip()
 
 
-def _alias_host(host: str) -> None:
-    """Name this host in host_aliases when its address resolves back to another name (vm -> localhost)."""
+def _aliases() -> Path:
+    return SGE_ROOT / CELL / "common" / "host_aliases"
+
+
+def _alias_host(host: str) -> str:
+    """Name this host in host_aliases when its address resolves back to another name (vm -> localhost).
+
+    Returns the text appended ("" when nothing was), for _unalias_host; records in STATE_FILE
+    whether the file was there before, so that _unalias_host leaves it as it was.
+    """
     try:
         back = socket.gethostbyaddr(socket.gethostbyname(host))[0]
     except OSError:
-        return
-    aliases = SGE_ROOT / CELL / "common" / "host_aliases"
+        return ""
+    aliases = _aliases()
     line = f"{host} {back}"
-    if back != host and line not in (aliases.read_text().splitlines() if aliases.exists() else []):
-        with aliases.open("a") as handle:
-            handle.write(line + "\n")
+    raw = aliases.read_bytes() if aliases.exists() else b""
+    if back == host or line in raw.decode(errors="replace").splitlines():
+        return ""
+    added = ("\n" if raw and not raw.endswith(b"\n") else "") + line + "\n"
+    _save_state({**_load_state(), "aliases_added": added, "aliases_created": not aliases.exists()})
+    with aliases.open("ab") as handle:
+        handle.write(added.encode())
+    return added
+
+
+def _unalias_host(added: str, *, created: bool) -> None:
+    """Take exactly what _alias_host appended out of host_aliases again (the file too if it made it)."""
+    aliases = _aliases()
+    if not added or not aliases.exists():
+        return
+    data = aliases.read_bytes()
+    at = data.rfind(added.encode())
+    if at < 0:
+        return
+    rest = data[:at] + data[at + len(added.encode()) :]
+    if rest or not created:
+        with aliases.open("r+b") as handle:  # in place: owner and mode stay
+            handle.write(rest)
+            handle.truncate()
+    else:
+        aliases.unlink()
+
+
+def _load_state() -> dict[str, Any]:
+    try:
+        data = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_state(state: dict[str, Any]) -> None:
+    tmp = STATE_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, STATE_FILE)
+
+
+@contextlib.contextmanager
+def _setup_lock() -> Iterator[None]:
+    with open(SETUP_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done (main thread; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _configure(host: str) -> None:
@@ -209,10 +294,11 @@ def _start_daemon(name: str) -> None:
 
 @dataclass
 class Cell:
-    """A running cell: its host, and whether this process started its daemons (then `stop` stops them)."""
+    """A cell in use by this run: its host, and the shared lock that says so (see the module docstring)."""
 
     host: str
-    started: bool
+    started: bool  # this run started the daemons (the last run to stop stops them, whoever started them)
+    _user: IO[str] | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
         return client_env()
@@ -232,8 +318,19 @@ class Cell:
         return states + "\n".join(tail)
 
     def stop(self) -> None:
-        if self.started:
-            stop()
+        """Stop using the cell; the last user stops the daemons if a harness run started them."""
+        with _signals_held(), _setup_lock():
+            if self._user is None:
+                return
+            self._user.close()  # releases this run's shared lock
+            self._user = None
+            with open(USERS_LOCK, "a") as probe:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return  # another run still uses the cell: it stops it
+                if _load_state().get("started"):
+                    _stop_locked()
 
 
 def running() -> bool:
@@ -244,37 +341,65 @@ def running() -> bool:
 
 
 def start(*, timeout: float = START_TIMEOUT) -> Cell:
-    """Start (or reuse) the cell, configured for the tests; see the module docstring."""
+    """Start (or use) the cell, configured for the tests; see the module docstring.
+
+    A failure or an interrupt (KeyboardInterrupt) half-way stops what this call started.
+    """
     if os.geteuid() != 0:
         raise CellError("the Grid Engine cell needs root")
     if not installed():
         raise CellError("Grid Engine is not installed (apt-get install gridengine-master gridengine-exec ...)")
     host = _host()
-    started = False
-    if not running():
-        _alias_host(host)
-        if _pid(QMASTER_PID) is None:
-            _start_daemon("qmaster")
-            _wait("sge_qmaster answering", lambda: _run(["qconf", "-sh"], check=False).returncode == 0, timeout)
-        started = True
-    # before the execd starts: it reads min_uid/min_gid once, and a stale 1000 fails every root job
-    _configure(host)
-    if _pid(EXECD_PID) is None:
-        _start_daemon("execd")
-    _run(["qmod", "-cq", QUEUE], check=False)  # clear an error state a failed job left behind
-    _wait(f"queue {QUEUE}@{host} ready", lambda: _queue_ready(host), timeout)
-    return Cell(host=host, started=started)
+    with _setup_lock():
+        user = open(USERS_LOCK, "a")  # noqa: SIM115 - held for the Cell's life, closed by Cell.stop
+        fcntl.flock(user, fcntl.LOCK_SH)
+        cell = Cell(host=host, started=False, _user=user)
+
+        def starting(daemon: str) -> None:  # recorded before the daemon starts: an interrupt then stops it
+            _save_state({**_load_state(), "started": True})
+            cell.started = True
+            _start_daemon(daemon)
+
+        try:
+            if not running():
+                _alias_host(host)
+                if _pid(QMASTER_PID) is None:
+                    starting("qmaster")
+                    _wait("sge_qmaster answering", lambda: _run(["qconf", "-sh"], check=False).returncode == 0, timeout)
+            # before the execd starts: it reads min_uid/min_gid once, and a stale 1000 fails every root job
+            _configure(host)
+            if _pid(EXECD_PID) is None:
+                starting("execd")
+            _run(["qmod", "-cq", QUEUE], check=False)  # clear an error state a failed job left behind
+            _wait(f"queue {QUEUE}@{host} ready", lambda: _queue_ready(host), timeout)
+        except BaseException:
+            with _signals_held():
+                user.close()
+                cell._user = None
+                if cell.started:
+                    _stop_locked()
+            raise
+    return cell
+
+
+def _stop_locked() -> None:
+    """Shut the daemons down with Grid Engine's own commands, wait for their pids, undo host_aliases."""
+    pids = [pid for pid in (_pid(QMASTER_PID), _pid(EXECD_PID)) if pid is not None]
+    if pids:
+        host = _host()
+        _run(["qconf", "-ke", host], check=False)
+        _run(["qconf", "-km"], check=False)
+        _wait("the Grid Engine daemons ended", lambda: all(_pid(p) is None for p in (QMASTER_PID, EXECD_PID)), 30)
+    state = _load_state()
+    _unalias_host(state.get("aliases_added", ""), created=bool(state.get("aliases_created")))
+    with contextlib.suppress(FileNotFoundError):
+        STATE_FILE.unlink()
 
 
 def stop() -> None:
-    """Shut the daemons down with Grid Engine's own commands and wait for their pids to end."""
-    pids = [pid for pid in (_pid(QMASTER_PID), _pid(EXECD_PID)) if pid is not None]
-    if not pids:
-        return
-    host = _host()
-    _run(["qconf", "-ke", host], check=False)
-    _run(["qconf", "-km"], check=False)
-    _wait("the Grid Engine daemons ended", lambda: all(_pid(p) is None for p in (QMASTER_PID, EXECD_PID)), 30)
+    """Stop the daemons whoever started them, and undo what a harness run wrote (the CLI's `stop`)."""
+    with _signals_held(), _setup_lock():
+        _stop_locked()
 
 
 def main(argv: list[str] | None = None) -> int:

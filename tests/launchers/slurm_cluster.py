@@ -3,10 +3,13 @@
 Module use::
 
     from tests.launchers import slurm_cluster
-    cluster = slurm_cluster.start(4)          # reuses a healthy running one (fast path)
+    cluster = slurm_cluster.start(4)          # a new cluster in a new state folder, free ports
     cluster.run(["srun", "-N2", "-n4", "hostname"])
     env = {**os.environ, **cluster.env()}     # for your own subprocess calls
-    cluster.stop()
+    cluster.stop()                            # everything it started, its /etc/hosts line, its folder
+
+``start(4, state_dir=DIR)`` reuses a healthy cluster already running in DIR (fast path; the CLI
+starts one there, and the tests' fixture takes it when ``CLUSTER_TOPOLOGY_SLURM_STATE_DIR=DIR``).
 
 CLI use::
 
@@ -16,19 +19,24 @@ CLI use::
 
 `start` prints ``export SLURM_CONF=...`` on stdout, so ``eval "$(... start)"`` works.
 
-What it does: writes ``slurm.conf`` under ``state_dir`` (never touches /etc/slurm),
-makes sure a munged answers on the default socket (starting one as user ``munge``
-if none does, creating /etc/munge/munge.key if absent), starts ``slurmctld -D`` and
+What it does: writes ``slurm.conf`` under ``state_dir`` (never touches /etc/slurm or
+/etc/munge), with ports that were free when it started (two clusters on one machine do not
+collide); starts a munged of its own as user ``munge`` (its key, socket, pid and log under
+``state_dir/munge``; ``AuthInfo=socket=`` points SLURM at it), ``slurmctld -D`` and
 one ``slurmd -D -N ciK`` per node (each under a small reaper process of this file,
 see _reaper_main), each in its own session (setsid), maps ``ci1..ciN`` to 127.0.0.1
-in /etc/hosts, and waits until ``sinfo`` shows every node idle.  Every node has four GPUs
+in /etc/hosts with one line of its own (stop() takes exactly that line out again, so the
+file is byte for byte what it was), and waits until ``sinfo`` shows every node idle.  Every node has four GPUs
 that are not there: ``Gres=gpu:4`` over ``/dev/nvidia[0-3]`` (character devices 195:K made
-with mknod when absent, shared by the emulated nodes), ``gres.conf`` beside ``slurm.conf``
+with mknod when absent, shared by the emulated nodes; stop() removes the ones it made when no
+other slurmd runs), ``gres.conf`` beside ``slurm.conf``
 with ``AutoDetect=off``; SLURM schedules and binds them like real ones (``--gpus-per-task``,
 ``--gres``, ``--gpu-bind``) and sets ``CUDA_VISIBLE_DEVICES`` and ``SLURM_STEP_GPUS``.
-Pids (and start times) go to ``state_dir/pids.json``; stop() ends exactly those, cancels
-jobs first and kills leftovers of our jobs.  Logs: ``state_dir/{slurmctld,slurmd.ciK}.log``
-(+ ``.out`` for stderr), ``munged.log`` if we started munged.
+Pids (and start times), ports, the /etc/hosts line and the device nodes made go to
+``state_dir/pids.json``; stop() ends exactly those, cancels jobs first and kills leftovers of
+our jobs, with SIGINT and SIGTERM held back until it is done (a second Ctrl-C cannot leave
+daemons behind).  Logs: ``state_dir/{slurmctld,slurmd.ciK}.log`` (+ ``.out`` for stderr),
+``state_dir/munge/munged.log``.
 
 Needs root (SLURM daemons, munged as munge, /etc/hosts, mknod).  Plain stdlib only.
 """
@@ -45,6 +53,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,29 +62,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-DEFAULT_STATE_DIR = Path("/tmp/cluster-topology-slurm")
-HARNESS_VERSION = 3  # bump when start() changes: a running older cluster restarts
+DEFAULT_STATE_DIR = Path("/tmp/cluster-topology-slurm")  # the CLI's; start() without one makes a new folder
+RUN_PREFIX = "cluster-topology-slurm-"  # start() without a state_dir: tempfile.mkdtemp(prefix=...)
+HARNESS_VERSION = 4  # bump when start() changes: a running older cluster restarts
 CLUSTER_NAME = "ci"
 PARTITION = "debug"
 NODE_PREFIX = "ci"
 CPUS_PER_NODE = 4  # advertised, thanks to SlurmdParameters=config_overrides
 GPUS_PER_NODE = 4  # /dev/nvidia0..3, made by mknod: SLURM schedules and binds them, nothing runs on them
 NVIDIA_MAJOR = 195  # the character-device major number of /dev/nvidiaK
-SLURMCTLD_PORT = 6817
-SLURMD_BASE_PORT = 17000  # node ciK listens on 17000+K
 ADDR = "127.0.0.1"
 CRED_EXPIRE = 5  # s; also the requeue delay (Slurm's default: 120)
 START_TIMEOUT = 60.0  # seconds until every node must be idle
 STOP_TIMEOUT = 20.0  # seconds of SIGTERM grace before SIGKILL
 HOSTS_FILE = Path("/etc/hosts")
-HOSTS_MARKER = "# cluster-topology-slurm"
-MUNGE_KEY = Path("/etc/munge/munge.key")
-MUNGE_DIRS = (  # (path, mode), owned by munge; normally made by the package/systemd
-    (Path("/etc/munge"), 0o700),
-    (Path("/var/lib/munge"), 0o711),
-    (Path("/var/log/munge"), 0o700),
-    (Path("/run/munge"), 0o755),
-)
+HOSTS_MARKER = "# cluster-topology-slurm"  # followed by the state folder of the cluster that wrote the line
+HOSTS_LOCK = Path(tempfile.gettempdir()) / "cluster-topology-hosts.lock"  # edits of /etc/hosts take turns
 
 # Popen objects of the daemons started by this process: kept so that they are not
 # garbage collected while running (ResourceWarning) and so that exits get reaped.
@@ -341,12 +344,33 @@ def _reaper_main(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- config
 
 
-def _slurm_conf(state_dir: Path, nodes: int) -> str:
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on ADDR that nothing listens on now (the kernel's choice)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((ADDR, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _munge_socket(state_dir: Path) -> Path:
+    return state_dir / "munge" / "munge.socket"
+
+
+def _slurm_conf(state_dir: Path, nodes: int, ports: list[int]) -> str:
+    """slurm.conf; ports[0] is slurmctld's, ports[k] node ciK's slurmd's."""
     host = _short_hostname()
     s = state_dir
     names = _node_names(nodes)
+    if len(ports) != nodes + 1:
+        raise ValueError(f"ports={ports}: expected {nodes + 1} (slurmctld, then one per node)")
     node_lines = "\n".join(
-        f"NodeName={n} NodeHostname={host} NodeAddr={ADDR} Port={SLURMD_BASE_PORT + k} "
+        f"NodeName={n} NodeHostname={host} NodeAddr={ADDR} Port={ports[k]} "
         f"CPUs={CPUS_PER_NODE} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
         for k, n in enumerate(names, start=1)
     )
@@ -356,13 +380,14 @@ def _slurm_conf(state_dir: Path, nodes: int) -> str:
 # test cluster, do not edit.
 ClusterName={CLUSTER_NAME}
 SlurmctldHost={host}({ADDR})
-SlurmctldPort={SLURMCTLD_PORT}
+SlurmctldPort={ports[0]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 # cred_expire (default 120 s) is also how long a requeued job waits before it may
-# start again (its BeginTime); the minimum Slurm accepts is 5.
-AuthInfo=cred_expire={CRED_EXPIRE}
+# start again (its BeginTime); the minimum Slurm accepts is 5. socket: this cluster's own
+# munged (auth/munge and cred/munge both read it: https://slurm.schedmd.com/slurm.conf.html#OPT_AuthInfo).
+AuthInfo=cred_expire={CRED_EXPIRE},socket={_munge_socket(s)}
 CredType=cred/munge
 StateSaveLocation={s}/ctld
 SlurmdSpoolDir={s}/spool/%n
@@ -419,15 +444,16 @@ def _gres_conf(nodes: int) -> str:
     return f"{head}\nAutoDetect=off\n{lines}\n"
 
 
-def _ensure_gpu_devices() -> None:
+def _ensure_gpu_devices() -> list[str]:
     """/dev/nvidia0..3 as character devices (195, K): slurmd refuses a gres File that does not exist.
 
-    A device node that exists is left alone (a real GPU's, or ours from an earlier run); nothing
-    opens them. The resolver's device probe reads the driver's /proc list, never /dev, so these
-    nodes do not make a machine look as if it had GPUs.
+    Returns the ones it made. A device node that exists is left alone (a real GPU's, or another
+    run's); nothing opens them. The resolver's device probe reads the driver's /proc list, never
+    /dev, so these nodes do not make a machine look as if it had GPUs.
     """
     import stat
 
+    made = []
     for k in range(GPUS_PER_NODE):
         path = Path(f"/dev/nvidia{k}")
         if path.exists():
@@ -438,26 +464,45 @@ def _ensure_gpu_devices() -> None:
             os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, k))
         except OSError as exc:
             raise ClusterError(f"cannot create {path} (mknod c {NVIDIA_MAJOR} {k}): {exc}") from exc
+        made.append(str(path))
+    return made
+
+
+def _other_slurmd_running() -> bool:
+    """Some slurmd runs on this machine (another run's cluster may use the device nodes)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            argv = _cmdline(int(entry.name))
+            if argv and Path(argv[0]).name == "slurmd" and _alive(int(entry.name)):
+                return True
+    return False
+
+
+def _remove_gpu_devices(made: list[str]) -> None:
+    """Remove the device nodes this cluster made, unless a slurmd (another cluster's) still runs."""
+    if not made or _other_slurmd_running():
+        return
+    for path in made:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 # --------------------------------------------------------------------------- munge
 
 
-def _munge_works() -> bool:
+def _munge_works(socket_path: Path) -> bool:
     try:
         munge, unmunge = _which("munge"), _which("unmunge")
     except ClusterError:
         return False
-    cred = _run([munge, "-n"], timeout=10)
+    cred = _run([munge, "-n", "-S", str(socket_path)], timeout=10)
     if cred.returncode != 0:
         return False
-    return _run([unmunge], input=cred.stdout, timeout=10).returncode == 0
+    return _run([unmunge, "-S", str(socket_path)], input=cred.stdout, timeout=10).returncode == 0
 
 
-def _ensure_munged(state_dir: Path) -> int | None:
-    """Make sure munged answers; return its pid if we started it, else None."""
-    if _munge_works():
-        return None
+def _start_munged(state_dir: Path) -> int:
+    """Start this cluster's own munged (user munge, a new key, everything under state_dir/munge)."""
     import grp
     import pwd
 
@@ -466,20 +511,22 @@ def _ensure_munged(state_dir: Path) -> int | None:
         gid = grp.getgrnam("munge").gr_gid
     except KeyError as exc:
         raise ClusterError("user munge missing (apt-get install munge)") from exc
-    for path, mode in MUNGE_DIRS:
-        path.mkdir(parents=True, exist_ok=True)
+    folder = state_dir / "munge"
+    folder.mkdir(mode=0o711, exist_ok=True)
+    key = folder / "munge.key"
+    res = _run([_which("mungekey"), "--create", "--keyfile", str(key)])
+    if res.returncode != 0:
+        raise ClusterError(f"mungekey --create --keyfile {key} exited {res.returncode}: {res.stderr}")
+    for path, mode in ((folder, 0o711), (key, 0o600)):
         os.chown(path, uid, gid)
         os.chmod(path, mode)
-    if not MUNGE_KEY.exists():
-        res = _run([_which("mungekey"), "--create", "--keyfile", str(MUNGE_KEY)])
-        if res.returncode != 0:
-            raise ClusterError(f"mungekey --create failed: {res.stderr}")
-    os.chown(MUNGE_KEY, uid, gid)
-    os.chmod(MUNGE_KEY, 0o600)
-    log = state_dir / "munged.log"
-    with open(log, "ab") as out:
+    log = folder / "munged.log"
+    socket_path = _munge_socket(state_dir)
+    args = [_which("munged"), "--foreground", "--force", f"--socket={socket_path}", f"--key-file={key}"]
+    args += [f"--pid-file={folder / 'munged.pid'}", f"--log-file={log}", f"--seed-file={folder / 'munged.seed'}"]
+    with open(folder / "munged.out", "ab") as out:
         proc = subprocess.Popen(
-            [_which("munged"), "--foreground", "--force"],
+            args,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -494,48 +541,79 @@ def _ensure_munged(state_dir: Path) -> int | None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ClusterError(
-                f"munged exited with {proc.returncode}:\n{_tail(log)}\n"
-                f"/var/log/munge/munged.log:\n"
-                f"{_tail(Path('/var/log/munge/munged.log'))}"
-            )
-        if _munge_works():
+            raise ClusterError(f"munged exited with {proc.returncode}:\n{_tail(folder / 'munged.out')}\n{_tail(log)}")
+        if _munge_works(socket_path):
             return proc.pid
         time.sleep(0.1)
-    raise ClusterError(f"munged started but does not answer:\n{_tail(log)}")
+    raise ClusterError(f"munged started but does not answer on {socket_path}:\n{_tail(log)}")
 
 
 # --------------------------------------------------------------------------- hosts
 
 
-def _ensure_hosts(names: list[str]) -> None:
-    """Map every name to 127.0.0.1 in /etc/hosts (append only, idempotent)."""
-    mapped: dict[str, str] = {}
-    for line in HOSTS_FILE.read_text().splitlines():
-        fields = line.split("#", 1)[0].split()
-        for name in fields[1:]:
-            mapped.setdefault(name, fields[0])
-    missing, wrong = [], []
-    for name in names:
-        if name not in mapped:
-            missing.append(name)
-        elif mapped[name] != ADDR:
-            wrong.append(f"{name} -> {mapped[name]}")
-    if wrong:
-        raise ClusterError(f"{HOSTS_FILE} maps node names elsewhere: {', '.join(wrong)}")
-    if missing:
-        text = HOSTS_FILE.read_text()
-        with open(HOSTS_FILE, "a") as f:  # append in place: /etc/hosts may be a bind mount
-            if text and not text.endswith("\n"):
-                f.write("\n")
-            f.write(f"{ADDR} {' '.join(missing)} {HOSTS_MARKER}\n")
+@contextlib.contextmanager
+def _hosts_lock() -> Iterator[None]:
+    """Edits of /etc/hosts by harness runs take turns (two runs, or the CLI and a run)."""
+    with open(HOSTS_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _hosts_line(state_dir: Path, names: list[str]) -> str:
+    return f"{ADDR} {' '.join(names)} {HOSTS_MARKER} {state_dir}\n"
+
+
+def _add_hosts(state_dir: Path, names: list[str]) -> str:
+    """Map every name to ADDR in /etc/hosts with one line of this cluster's; return the text appended.
+
+    A name that a line of somebody else's maps (not one of a harness run's, which leaves when that
+    run stops) needs no line; one mapped elsewhere is an error. Appends in place (/etc/hosts may be
+    a bind mount, which a rename would not replace), a newline first if the file lacks its last.
+    """
+    with _hosts_lock():
+        raw = HOSTS_FILE.read_bytes()
+        text = raw.decode("utf-8", "surrogateescape")
+        mapped: dict[str, str] = {}
+        for line in text.splitlines():
+            if HOSTS_MARKER in line:
+                continue
+            fields = line.split("#", 1)[0].split()
+            for name in fields[1:]:
+                mapped.setdefault(name, fields[0])
+        wrong = [f"{name} -> {mapped[name]}" for name in names if mapped.get(name, ADDR) != ADDR]
+        if wrong:
+            raise ClusterError(f"{HOSTS_FILE} maps node names elsewhere: {', '.join(wrong)} (expected {ADDR})")
+        missing = [name for name in names if name not in mapped]
+        added = ""
+        if missing:
+            added = ("\n" if raw and not raw.endswith(b"\n") else "") + _hosts_line(state_dir, missing)
+            with open(HOSTS_FILE, "ab") as f:
+                f.write(added.encode())
     for name in names:
         try:
             got = socket.gethostbyname(name)
         except OSError as exc:
             raise ClusterError(f"{name} does not resolve after editing {HOSTS_FILE}: {exc}") from exc
         if got != ADDR:
-            raise ClusterError(f"{name} resolves to {got}, not {ADDR}")
+            raise ClusterError(f"{name} resolves to {got}, not {ADDR} (another line of {HOSTS_FILE} comes first?)")
+    return added
+
+
+def _remove_hosts(added: str) -> None:
+    """Take out of /etc/hosts exactly the text _add_hosts appended (its last occurrence), in place."""
+    if not added:
+        return
+    with _hosts_lock():
+        data, ours = HOSTS_FILE.read_bytes(), added.encode()
+        at = data.rfind(ours)
+        if at < 0:  # someone appended behind the last line we completed: keep that newline
+            ours = ours.lstrip(b"\n")
+            at = data.rfind(ours)
+            if at < 0:
+                return  # already gone (edited by hand)
+        with open(HOSTS_FILE, "r+b") as f:
+            f.write(data[:at] + data[at + len(ours) :])
+            f.truncate()
 
 
 # --------------------------------------------------------------------------- cluster
@@ -601,8 +679,9 @@ class Cluster:
     def healthy(self) -> bool:
         return _healthy(self.state_dir, len(self.nodes))
 
-    def stop(self) -> None:
-        stop(self.state_dir)
+    def stop(self, *, remove: bool = False) -> None:
+        """Stop the cluster (see stop()); `remove`: its state folder too."""
+        stop(self.state_dir, remove=remove)
 
     def __enter__(self) -> Cluster:
         return self
@@ -665,11 +744,11 @@ def _healthy(state_dir: Path, nodes: int, idle_wait: float = 0.0) -> bool:
     conf = state_dir / "slurm.conf"
     try:
         written = (conf.read_text(), (state_dir / "gres.conf").read_text())
-        if written != (_slurm_conf(state_dir, nodes), _gres_conf(nodes)):
+        if written != (_slurm_conf(state_dir, nodes, info.get("ports", [])), _gres_conf(nodes)):
             return False
-    except OSError:
+    except (OSError, ValueError):
         return False
-    if _daemons_alive(info) or not _munge_works():
+    if _daemons_alive(info) or not _munge_works(_munge_socket(state_dir)):
         return False
     want = set(_node_names(nodes))
     deadline = time.monotonic() + idle_wait
@@ -717,7 +796,7 @@ def _spawn(args: list[str], out: Path, env: dict[str, str]) -> int:
 
 def _wipe(state_dir: Path) -> None:
     """Remove what a previous run of this harness left (only our own names)."""
-    for name in ("ctld", "spool", "tmp"):
+    for name in ("ctld", "spool", "tmp", "munge"):
         shutil.rmtree(state_dir / name, ignore_errors=True)
     for pattern in (
         "*.log",
@@ -735,35 +814,43 @@ def _wipe(state_dir: Path) -> None:
                 p.unlink()
 
 
-def start(nodes: int = 4, *, state_dir: Path = DEFAULT_STATE_DIR, timeout: float = START_TIMEOUT) -> Cluster:
-    """Start (or reuse, if healthy) a local cluster of `nodes` nodes ci1..ciN."""
+def new_state_dir() -> Path:
+    """A new folder for one cluster (mode 0711: munged, as user munge, must reach its own folder)."""
+    state_dir = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
+    state_dir.chmod(0o711)
+    return state_dir
+
+
+def start(
+    nodes: int = 4, *, state_dir: Path | None = None, timeout: float = START_TIMEOUT, reuse: bool = True
+) -> Cluster:
+    """Start a local cluster of `nodes` nodes ci1..ciN; stop it with Cluster.stop().
+
+    Without `state_dir`, a new folder (new_state_dir) and new ports: nothing is shared with
+    another cluster on this machine. With one, a healthy cluster of that shape already running
+    there is reused (`reused` is True) unless `reuse` is False; anything else there is stopped
+    and started afresh. Whatever fails or interrupts it half-way (KeyboardInterrupt included)
+    stops what it started before the exception leaves.
+    """
     if nodes < 1:
-        raise ValueError("nodes must be >= 1")
+        raise ValueError(f"nodes={nodes}: expected at least 1")
     if os.geteuid() != 0:
         raise ClusterError("the local SLURM cluster needs root")
-    state_dir = Path(state_dir).resolve()
+    state_dir = new_state_dir() if state_dir is None else Path(state_dir).resolve()
     names = _node_names(nodes)
     with _lock(state_dir):
         # Fast path: a healthy cluster of the same shape is already running.
-        if _healthy(state_dir, nodes, idle_wait=10.0 if _load_pids(state_dir) else 0.0):
-            _ensure_hosts(names)
+        if reuse and _healthy(state_dir, nodes, idle_wait=10.0 if _load_pids(state_dir) else 0.0):
             return Cluster(state_dir, names, _load_pids(state_dir) or {}, reused=True)
         _stop_locked(state_dir)
         _wipe(state_dir)
-        _ensure_hosts(names + ([] if _resolves(_short_hostname()) else [_short_hostname()]))
         slurmctld, slurmd = _which("slurmctld"), _which("slurmd")
         conf = state_dir / "slurm.conf"
-        (state_dir / "ctld").mkdir(parents=True, exist_ok=True)
-        for name in names:
-            (state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
-            (state_dir / "tmp" / name).mkdir(parents=True, exist_ok=True)
-        (state_dir / "plugstack.conf").write_text("# no SPANK plugins\n")
-        _ensure_gpu_devices()
-        (state_dir / "gres.conf").write_text(_gres_conf(nodes))
-        conf.write_text(_slurm_conf(state_dir, nodes))
-
         info: dict[str, Any] = {
             "nodes": nodes,
+            "ports": _free_ports(nodes + 1),
+            "hosts_added": "",
+            "devices_made": [],
             "munged": None,
             "slurmctld": None,
             "slurmd": {},
@@ -782,15 +869,25 @@ def start(nodes: int = 4, *, state_dir: Path = DEFAULT_STATE_DIR, timeout: float
             return ClusterError(f"{msg}\n{_logs_report(state_dir, names)}")
 
         try:
-            info["munged"] = _ensure_munged(state_dir)
-            if info["munged"]:
-                info["ticks"][str(info["munged"])] = _starttime(info["munged"])
+            save()  # from here on, _stop_locked undoes what is recorded, whatever happens next
+            host = _short_hostname()
+            info["hosts_added"] = _add_hosts(state_dir, names + ([] if _resolves(host) else [host]))
             save()
-            busy = _port_in_use(SLURMCTLD_PORT)
+            (state_dir / "ctld").mkdir(parents=True, exist_ok=True)
+            for name in names:
+                (state_dir / "spool" / name).mkdir(parents=True, exist_ok=True)
+                (state_dir / "tmp" / name).mkdir(parents=True, exist_ok=True)
+            (state_dir / "plugstack.conf").write_text("# no SPANK plugins\n")
+            info["devices_made"] = _ensure_gpu_devices()
+            save()
+            (state_dir / "gres.conf").write_text(_gres_conf(nodes))
+            conf.write_text(_slurm_conf(state_dir, nodes, info["ports"]))
+            info["munged"] = _start_munged(state_dir)
+            info["ticks"][str(info["munged"])] = _starttime(info["munged"])
+            save()
+            busy = [port for port in info["ports"] if _port_in_use(port)]
             if busy:
-                raise ClusterError(
-                    f"port {SLURMCTLD_PORT} (slurmctld) already in use by something else; is another slurmctld running?"
-                )
+                raise ClusterError(f"ports {busy} of {conf} were free a moment ago and are taken now; start again")
             info["slurmctld"] = _spawn([slurmctld, "-D", "-c", "-i", "-f", str(conf)], state_dir / "slurmctld.out", env)
             info["ticks"][str(info["slurmctld"])] = _starttime(info["slurmctld"])
             save()
@@ -826,7 +923,7 @@ def start(nodes: int = 4, *, state_dir: Path = DEFAULT_STATE_DIR, timeout: float
                 )
                 info["slurmd"][name] = pid
                 info["ticks"][str(pid)] = _starttime(pid)
-            save()
+                save()
             want = set(names)
             states: dict[str, str] = {}
             while True:
@@ -840,7 +937,8 @@ def start(nodes: int = 4, *, state_dir: Path = DEFAULT_STATE_DIR, timeout: float
                     raise fail(f"nodes not idle within {timeout:.0f} s: {states}")
                 time.sleep(0.2)
         except BaseException:  # incl. KeyboardInterrupt: leave nothing running
-            _stop_locked(state_dir)
+            with _signals_held():
+                _stop_locked(state_dir)
             raise
         else:
             return Cluster(state_dir, names, info)
@@ -860,13 +958,38 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex((ADDR, port)) == 0
 
 
-def stop(state_dir: Path = DEFAULT_STATE_DIR) -> None:
-    """Stop what start() started in state_dir (by pid); no-op if nothing runs."""
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done (main thread; elsewhere a no-op).
+
+    Stopping takes seconds (slurmctld saves its state): a second Ctrl-C, or the SIGTERM that
+    follows one, must not leave half of the daemons running. The signals are delivered when
+    the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def stop(state_dir: Path = DEFAULT_STATE_DIR, *, remove: bool = False) -> None:
+    """Stop what start() started in state_dir (by pid), take its /etc/hosts line out again and
+    remove the device nodes it made (unless another slurmd runs); no-op if nothing runs.
+
+    With `remove`, the state folder goes too (the folders start() makes by itself)."""
     state_dir = Path(state_dir).resolve()
     if not state_dir.exists():
         return
-    with _lock(state_dir):
-        _stop_locked(state_dir)
+    with _signals_held():
+        with _lock(state_dir):
+            _stop_locked(state_dir)
+        if remove:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _stop_locked(state_dir: Path) -> None:
@@ -930,6 +1053,10 @@ def _stop_locked(state_dir: Path) -> None:
         _wait_dead([munged], 5)
     for pid in list(_CHILDREN):
         _reap(pid)
+
+    # 5. What start() changed outside its folder.
+    _remove_hosts(info.get("hosts_added", ""))
+    _remove_gpu_devices(info.get("devices_made", []))
     with contextlib.suppress(OSError):
         _pids_file(state_dir).unlink()
 
@@ -941,8 +1068,9 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[bool, str]:
         return False, f"no cluster recorded in {state_dir}"
     lines = [f"state_dir: {state_dir}", f"SLURM_CONF={state_dir / 'slurm.conf'}"]
     dead = _daemons_alive(info)
-    munged = f"ours, pid {info['munged']}" if info.get("munged") else "not ours"
-    lines.append(f"munged: {munged} ({'answers' if _munge_works() else 'NOT answering'})")
+    answers = _munge_works(_munge_socket(state_dir))
+    lines.append(f"munged: pid {info.get('munged')} ({'answers' if answers else 'NOT answering'})")
+    lines.append(f"ports: {info.get('ports')}")
     lines.append(f"slurmctld pid {info.get('slurmctld')}")
     for n, p in info.get("slurmd", {}).items():
         lines.append(f"slurmd {n} pid {p}")

@@ -13,7 +13,6 @@ Run: python -m pytest tests/launchers/test_gridengine.py   (as root)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -23,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, require_system_tests, terminate_interrupts
 from tests.launchers import gridengine_cluster as harness
 
-pytestmark = pytest.mark.gridengine
+pytestmark = [pytest.mark.gridengine, pytest.mark.system]
 
 WORKER = Path(__file__).resolve().with_name("gridengine_worker.py")
 REPO = WORKER.parents[2]
@@ -41,20 +40,22 @@ def port_of(job: str, task: str = "undefined") -> int:
 
 @pytest.fixture(scope="module")
 def cell() -> Iterator[harness.Cell]:
-    problem = None
-    if os.geteuid() != 0:
-        problem = "the Grid Engine cell needs root"
-    elif not harness.installed():
+    """The machine's Grid Engine cell, its daemons started unless they run (a system test).
+
+    Stopped at the end (also on Ctrl-C, SIGTERM, SIGHUP) by the last run using it, if a run started it.
+    """
+    require_system_tests("starts Grid Engine's sge_qmaster and sge_execd and configures the cell for root jobs")
+    if not harness.installed():
         problem = "Grid Engine is not installed (apt-get install gridengine-master gridengine-exec gridengine-client)"
-    if problem:
         if IN_CI:
             pytest.fail(problem)
         pytest.skip(problem)
-    started = harness.start()
-    try:
-        yield started
-    finally:
-        started.stop()
+    with terminate_interrupts():
+        started = harness.start()
+        try:
+            yield started
+        finally:
+            started.stop()
 
 
 def submit(cell: harness.Cell, tmp_path: Path, script: str, *options: str, variables: str = "") -> Path:
