@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
 
+# The mark by which the resolver tells this package from a user's own probes.py that shadows it
+# (resolver/_shadow.py): a module named probes without it is not ours.
+__distribution__ = "cluster-topology"
+
 
 _SUBMODULES = ("bounded", "fakes", "live", "nonblocking", "tcp")  # reachable as attributes, imported on first use
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from resolver import __version__
 from resolver._apply import environment
-from resolver._detect import ALLOW_LOOPBACK, resolve
+from resolver._detect import ALLOW_LOOPBACK, require_probes, resolve
 from resolver._devices import bind
 from resolver.environ import check_integer, check_port
 from resolver.errors import InvalidSettings, InvalidVariable, ProbeFailed, TopologyError
@@ -236,6 +236,7 @@ class _Offline:
             self.files[remote] = local if sep else remote
 
     def probes(self) -> Probes:
+        require_probes()
         from probes import Probes
 
         return Probes(
@@ -264,6 +265,7 @@ class _Offline:
     def read_text(self, path: str) -> str:
         if path not in self.files:
             raise self._unanswered("read_text", f"pass --file {path} (or --file {path}=COPY) to read {path!r}")
+        require_probes()
         from probes import live
 
         return live.read_text(self.files[path])
@@ -372,8 +374,10 @@ def _without_mpi(environ: Mapping[str, str]) -> Probes:
     """
     import attrs
 
-    from probes import system
     from resolver._detect import PROBE_TIMEOUT
+
+    require_probes()
+    from probes import system
 
     def comm() -> Any:
         from probes.tcp import TcpComm

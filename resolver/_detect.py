@@ -53,6 +53,7 @@ def _declared(path: list[str]) -> bool:
     the many without the file cost no exception, and the file probe's reader reads the others
     (a FIFO or device there is skipped, not waited for).
     """
+    require_probes()
     from probes.live import MAX_FILE_BYTES, file_bytes
 
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
@@ -249,6 +250,22 @@ def _refuse_loopback(topology: Topology) -> None:
     )
 
 
+def require_probes() -> None:
+    """Check that the `probes` Python imports is cluster-topology's, before anything is imported from it.
+
+    Every run-time import of `probes` in the resolver comes after this call: a user's own `probes.py`
+    in the script's folder or the working directory shadows our package (resolver/_shadow.py), and
+    this names it (`ProbesShadowed`, a `TopologyError` and an `ImportError`) instead of failing with
+    "'probes' is not a package".
+    """
+    import probes
+
+    if getattr(probes, "__distribution__", None) != "cluster-topology":
+        from resolver._shadow import ProbesShadowed
+
+        raise ProbesShadowed.of(probes)
+
+
 class _LiveOnFirstUse:
     """The live probes, each imported when it is first asked: a source that asks none (torchrun with a
     visibility variable set) imports none, and one that asks `device_count` builds no bundle."""
@@ -256,6 +273,7 @@ class _LiveOnFirstUse:
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
+        require_probes()
         from probes import live
 
         if name not in live.NAMES:
@@ -276,4 +294,4 @@ def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology
     return {}
 
 
-__all__ = ["ALLOW_LOOPBACK", "Entry", "by_name", "enforce", "registered", "resolve"]
+__all__ = ["ALLOW_LOOPBACK", "Entry", "by_name", "enforce", "registered", "require_probes", "resolve"]

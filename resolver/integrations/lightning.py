@@ -21,8 +21,13 @@ Differences from Lightning's own environments, on purpose:
   answers (MASTER_ADDR, MASTER_PORT, NODE_RANK, LOCAL_RANK, WORLD_SIZE) as they were when this
   object was made; a variable holding anything else is left alone. It does so through
   `Applied.adopt`: the answers are `apply`'s `variables`, the restore rule is `Applied`'s.
-- The topology's warnings are logged (logger `resolver.integrations.lightning`); a loopback main
-  address across nodes is refused, as by `resolver.resolve`.
+- The topology's warnings are logged once (logger `resolver.integrations.lightning`), each with the
+  record of the worker this process is: when the object is made if a launcher started the process
+  and gave its rank, else at the first launch (`validate_settings`), after Lightning has set the
+  ranks and, in the process that starts the workers, after it became worker 0. A worker that
+  Lightning's script launcher started learns its global rank from Lightning, not from its
+  environment, so the record it resolved says rank 0 until then. A loopback main address across
+  nodes is refused, as by `resolver.resolve`.
 
 Supported launches: processes started by a launcher (torchrun, srun, mpirun, ...) and Lightning's
 script launcher (`strategy="ddp"`: each worker is a new run of the script and makes its own
@@ -92,11 +97,12 @@ class TopologyEnvironment(ClusterEnvironment):
             raise TypeError("probes and source are for resolving: pass them only without a topology")
         else:
             enforce(topology, target, strict=False, allow_loopback=False)
-        for warning in topology.warnings:
-            _LOG.warning("%s: %s", topology, warning)
         self._topology = topology
         self._pending: dict[str, int] = {}  # a rank waiting for the world size it fits in
         self._launches = 0
+        self._warned = False
+        if topology.creates_processes_externally and _origin_kind(topology, "global_rank") != "default":
+            self._warn()  # the launcher gave this process its rank: the record is this worker's already
         self._environ = target
         self._prior: dict[str, str | None] = {key: target.get(key) for key in LIGHTNING_WRITES}
         self._pid = os.getpid()
@@ -150,7 +156,24 @@ class TopologyEnvironment(ClusterEnvironment):
         self._evolve("global_rank", rank)
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
-        """`resolver.validate`; Lightning's script launchers call it first in every `launch()`."""
+        """`resolver.validate`; Lightning's script launchers call it first in every `launch()`.
+
+        The first call also logs the topology's warnings, with the record of this worker, if they were
+        not logged when the object was made (and, if the launch fails, with the record as it stands).
+        """
+        try:
+            self._launch(num_devices, num_nodes)
+        finally:
+            self._warn()
+
+    def teardown(self) -> None:
+        """Restore what Lightning wrote from our answers to its value when this object was made."""
+        answers = {k: v for k, v in variables(self._topology, ranks=True).items() if k in LIGHTNING_WRITES}
+        Applied.adopt(self._environ, self._prior, answers).teardown()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _launch(self, num_devices: int, num_nodes: int) -> None:
         self._same_process()
         if self._pending:
             raise InvalidSettings(
@@ -170,12 +193,13 @@ class TopologyEnvironment(ClusterEnvironment):
                 )
             self._topology = workers[self._topology.local_rank]
 
-    def teardown(self) -> None:
-        """Restore what Lightning wrote from our answers to its value when this object was made."""
-        answers = {k: v for k, v in variables(self._topology, ranks=True).items() if k in LIGHTNING_WRITES}
-        Applied.adopt(self._environ, self._prior, answers).teardown()
-
-    # -- internals -----------------------------------------------------------------------------
+    def _warn(self) -> None:
+        """Log the topology's warnings, once, with the current record."""
+        if self._warned:
+            return
+        self._warned = True
+        for warning in self._topology.warnings:
+            _LOG.warning("%s: %s", self._topology, warning)
 
     def _evolve(self, field: str, value: int) -> None:
         """Replace the record with a copy whose `field` is `value`, validated as every Topology is."""
@@ -227,3 +251,16 @@ class TopologyEnvironment(ClusterEnvironment):
 
     def __repr__(self) -> str:
         return f"<TopologyEnvironment {self._topology}>"
+
+
+def _origin_kind(topology: Topology, field: str) -> str | None:
+    """The kind of origin of `field` ("env", "default", ...), None if the record does not say.
+
+    The one place this module reads provenance: an `Origin` has its `kind`; a provenance string
+    (before `Origin`) starts with it ("default:0").
+    """
+    origin: Any = topology.provenance.get(field)
+    kind = getattr(origin, "kind", None)
+    if kind is None and isinstance(origin, str):
+        kind = origin.partition(":")[0]
+    return kind if isinstance(kind, str) else None

@@ -55,6 +55,9 @@ class Process:
 
     def probes(self, **answers: Any) -> Probes:
         """`probes.fake` that answers this process's host name and files, plus `answers` (free_port=...)."""
+        from resolver._detect import require_probes
+
+        require_probes()
         from probes import fake
 
         return fake(hostname=self.hostname, files=dict(self.files) or None, **answers)
@@ -116,6 +119,9 @@ class Job:
         return iter(self.processes)
 
     def _resolve_world(self, source: str | None, timeout: float, allow_loopback: bool) -> tuple[Topology, ...]:
+        from resolver._detect import require_probes
+
+        require_probes()
         from probes.fakes import FakeComm
 
         comms = FakeComm.connected(len(self), timeout=timeout)

@@ -7,10 +7,11 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 import probes
@@ -18,6 +19,9 @@ import resolver
 from resolver import InvalidSettings, Topology
 from tests.conftest import captures, read_capture
 from tests.integrations import require_module, run_python
+
+if TYPE_CHECKING:
+    from probes import Probes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -378,16 +382,154 @@ def test_without_lightning_the_import_error_names_the_extra() -> None:
     assert result["name"] == "lightning"
 
 
+def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "resolver.integrations.lightning"]
+
+
 def test_warnings_are_logged_and_a_loopback_address_across_nodes_is_refused(caplog: pytest.LogCaptureFixture) -> None:
     fields: dict[str, Any] = {"source": "kubeflow", "world_size": 4, "global_rank": 2, "local_rank": 0, "node_rank": 1}
-    warned = Topology(**fields, main_address="m", main_port=9, warnings=("look at this",))
+    warned = Topology(**fields, main_address="m", main_port=9, creates_processes_externally=True, warnings=("look",))
     with caplog.at_level("WARNING", logger="resolver"):
-        TopologyEnvironment(warned)
-    assert [r.getMessage() for r in caplog.records if r.name == "resolver.integrations.lightning"] == [
-        f"{warned}: look at this"
-    ]
+        env = TopologyEnvironment(warned)  # a launcher started it and gave its rank: logged now
+        assert logged(caplog) == [f"{warned}: look"]
+        env.validate_settings(num_devices=1, num_nodes=4)
+    assert logged(caplog) == [f"{warned}: look"]  # once
     with pytest.raises(resolver.InvalidVariable, match="not a loopback address"):
         TopologyEnvironment(Topology(**fields, main_address="127.0.0.1", main_port=9), environ={})
     TopologyEnvironment(
         Topology(**fields, main_address="127.0.0.1", main_port=9), environ={"CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "1"}
     )
+
+
+# -- the warnings are logged with the record of the worker this process is ------------------------
+
+
+class Noted:
+    """The default source with a warning of its own: how any source's warning reaches the log."""
+
+    name = "noted"
+    auto = False
+
+    def detect(self, environ: Mapping[str, str]) -> resolver.Detection:
+        return resolver.Detection(True, "always, as the default", ())
+
+    def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
+        record = resolver.sources.by_name("lightning").resolve(environ, probes)
+        return attrs.evolve(record, warnings=(*record.warnings, "look at this"))
+
+
+SCRIPT_CHILD = {  # what Fabric's script launcher gives the worker it starts for local rank 1
+    "LOCAL_RANK": "1",
+    "NODE_RANK": "0",
+    "WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "41000",
+}
+
+
+def test_a_worker_fabric_started_logs_its_own_record(caplog: pytest.LogCaptureFixture) -> None:
+    """Its environment has no RANK: the record it resolves says rank 0 until Fabric sets rank 1."""
+    with caplog.at_level("WARNING", logger="resolver"):
+        env = TopologyEnvironment(environ=dict(SCRIPT_CHILD), probes=probes.fake(which={}), source=Noted())
+        assert env.global_rank() == 0
+        fabric = fabric_module.Fabric(accelerator="cpu", devices=2, strategy="ddp", plugins=[env])
+        assert logged(caplog) == []  # not yet: the rank comes from Fabric
+        fabric.strategy.launcher.launch(lambda: None)  # what fabric.launch() does first, without the process group
+    own = env.topology
+    assert (own.global_rank, own.world_size, own.local_rank) == (1, 2, 1)
+    assert logged(caplog) == [f"{own}: look at this"]
+    assert str(own).startswith("lightning rank 1/2 local 1/")
+
+
+def test_the_process_that_starts_the_workers_logs_worker_0s_record(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="resolver"):
+        env = TopologyEnvironment(environ={}, probes=probes.fake(free_port=41000, which={}), source=Noted())
+        before = env.topology
+        env.set_global_rank(0)
+        env.set_world_size(2)
+        assert logged(caplog) == []
+        env.validate_settings(num_devices=2, num_nodes=1)  # the first launch: this process becomes worker 0
+        env.validate_settings(num_devices=2, num_nodes=1)  # a second launch logs nothing more
+    worker = env.topology
+    assert worker == resolver.spawn(before, devices=2, num_nodes=1)[0]
+    assert logged(caplog) == [f"{worker}: look at this"]
+    assert str(worker).startswith("lightning rank 0/2 local 0/2 node 0/1")
+
+
+def test_a_launch_that_fails_still_logs_the_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="resolver"):
+        env = TopologyEnvironment(environ=torchrun_rank(3) | {"RANK": "3"}, probes=probes.fake(), source=Noted())
+        with pytest.raises(InvalidSettings, match="HINT"):
+            env.validate_settings(num_devices=4, num_nodes=2)
+    assert logged(caplog) == [f"{env.topology}: look at this"]
+
+
+FABRIC_SCRIPT = """
+import json, logging, os, sys
+
+import attrs
+import torch
+from lightning.fabric import Fabric
+
+import resolver
+from resolver.integrations.lightning import TopologyEnvironment
+
+
+class Noted:
+    name = "noted"
+    auto = False
+
+    def detect(self, environ):
+        return resolver.sources.by_name("lightning").detect(environ)
+
+    def resolve(self, environ, probes):
+        record = resolver.sources.by_name("lightning").resolve(environ, probes)
+        return attrs.evolve(record, warnings=(*record.warnings, "look at this"))
+
+
+lines = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+
+
+logging.getLogger("resolver.integrations.lightning").addHandler(Keep())
+environment = TopologyEnvironment(source=Noted())
+fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp", plugins=[environment])
+fabric.launch()
+fabric.barrier()
+out = {"rank": fabric.global_rank, "record": str(environment.topology), "lines": lines}
+with open(os.path.join(sys.argv[1], f"{os.getpid()}.json"), "w") as file:
+    json.dump(out, file)
+import torch.distributed as dist
+
+dist.destroy_process_group()
+"""
+
+
+def test_under_a_real_fabric_launch_each_worker_logs_its_own_record(tmp_path: Path) -> None:
+    """`python script.py` with Fabric's script launcher: the script runs again as local rank 1."""
+    script = tmp_path / "train.py"
+    script.write_text(FABRIC_SCRIPT)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    environ = {k: v for k, v in os.environ.items() if k not in (*LIGHTNING_WRITES, "RANK")}
+    done = subprocess.run(
+        [sys.executable, str(script), str(answers)],
+        cwd=tmp_path,
+        env={**environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    reports = sorted((json.loads(path.read_text()) for path in answers.glob("*.json")), key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1]
+    for report in reports:
+        assert report["record"].startswith(f"lightning rank {report['rank']}/2 local {report['rank']}/")
+        ours = [line for line in report["lines"] if line.endswith(": look at this")]
+        assert ours == [f"{report['record']}: look at this"]
+        assert all(line.startswith(f"{report['record']}: ") for line in report["lines"])
