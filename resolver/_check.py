@@ -253,9 +253,23 @@ def _who(members: Sequence[Member]) -> str:
     return f"{' and '.join(parts)} on {_hosts(members)}"
 
 
+def job_key(job_id: str | None) -> str | None:
+    """The job's identity, the same on every process: the job id without a node's `#index` suffix.
+
+    AWS Batch gives each node of a multi-node parallel job its own AWS_BATCH_JOB_ID, `<job id>#<node
+    index>` (https://docs.aws.amazon.com/batch/latest/userguide/multi-node-parallel-jobs.html).
+    """
+    if job_id is None:
+        return None
+    head, sep, tail = job_id.rpartition("#")
+    return head if sep and head and tail.isdigit() else job_id
+
+
 def _value(m: Member, field: str) -> Any:
     if field == "version":
         return m.version
+    if field == "job_id":
+        return job_key(m.topology.job_id)  # type: ignore[union-attr]
     return getattr(m.topology, field)
 
 
@@ -387,7 +401,7 @@ def verdict(
                 ),
             )
         )
-    problems += _placement(resolved, complete=not missing and len(members) == n)
+    problems += _placement(resolved, complete=not missing and len(resolved) == n)
     if len(problems) > MOST_PROBLEMS:
         more = len(problems) - MOST_PROBLEMS + 1
         problems = [*problems[: MOST_PROBLEMS - 1], Problem(kind="more", message=f"and {more} more problems")]
@@ -474,8 +488,10 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
             device = _device(t[id(m)])  # type: ignore[arg-type]
             if device is not None:
                 devices.setdefault(device, []).append(m)
+        # shared by accident: the host's processes could each have had a device of their own
+        seen = {d for m in here for d in (t[id(m)].visible_devices or ())}  # type: ignore[union-attr]
         for device, users in sorted(devices.items()):
-            if len(users) > 1:
+            if len(users) > 1 and len(seen) >= len(here):
                 words, variable = _origin(users, "visible_devices")
                 problems.append(
                     Problem(
@@ -668,7 +684,9 @@ def check(
                 found, nodes = _serve(server, meeting, mine, deadline=deadline, timeout=timeout)
             return report(found, nodes)
     try:
-        answer = join(meeting.address, meeting.port, mine, round_=ROUND, job=meeting.job, deadline=deadline)
+        answer = join(
+            meeting.address, meeting.port, mine, round_=ROUND, job=meeting.job, deadline=deadline, strict_job=False
+        )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:
         return report(_failed_meeting(meeting, host, exc, timeout))
@@ -687,9 +705,14 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
                     f"the {topology.source} topology has no main address and port, so its processes have "
                     f"nowhere to meet: {topology}"
                 )
-            return _Meeting("127.0.0.1", 0, 0, 1, topology.job_id, origins)
+            return _Meeting("127.0.0.1", 0, 0, 1, job_key(topology.job_id), origins)
         return _Meeting(
-            topology.main_address, topology.main_port, topology.global_rank, topology.world_size, topology.job_id, origins
+            topology.main_address,
+            topology.main_port,
+            topology.global_rank,
+            topology.world_size,
+            job_key(topology.job_id),
+            origins,
         )
     assert error is not None
     try:
@@ -724,10 +747,9 @@ def _held(meeting: _Meeting, host: str, exc: ExchangeFailed, deadline: float) ->
     """Rank 0 cannot listen: None when a duplicate rank 0 of this job holds the port (then meet it),
     else the problem naming the port and the host."""
     try:
-        with _quick_look(meeting.port) as greeted:
-            if greeted:
-                return None
-    except OSError:
+        if _greets(meeting.port):
+            return None
+    except OSError:  # refused, or silent until the 2 s ran out: not one of ours
         pass
     return _problem_at_endpoint(
         meeting,
@@ -739,34 +761,24 @@ def _held(meeting: _Meeting, host: str, exc: ExchangeFailed, deadline: float) ->
     )
 
 
-class _quick_look:  # noqa: N801 - a context manager used as a function
+def _greets(port: int) -> bool:
     """Whether the process holding `port` on this host greets as rank 0 of a check does (2 s at most)."""
+    import socket
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.sock: Any = None
+    from resolver._exchange import PROTOCOL
 
-    def __enter__(self) -> bool:
-        import socket
-
-        from resolver._exchange import PROTOCOL
-
-        self.sock = socket.create_connection(("localhost", self.port), timeout=2.0)
+    with socket.create_connection(("localhost", port), timeout=2.0) as sock:
         data = b""
         while b"\n" not in data and len(data) < 4096:
-            chunk = self.sock.recv(4096)
+            chunk = sock.recv(4096)
             if not chunk:
                 break
             data += chunk
-        try:
-            hello = json.loads(data.split(b"\n", 1)[0])
-        except ValueError:
-            return False
-        return isinstance(hello, dict) and hello.get("protocol") == PROTOCOL and hello.get("round") == ROUND
-
-    def __exit__(self, *exc: object) -> None:
-        if self.sock is not None:
-            self.sock.close()
+    try:
+        hello = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(hello, dict) and hello.get("protocol") == PROTOCOL and hello.get("round") == ROUND
 
 
 def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: float) -> Verdict:
