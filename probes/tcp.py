@@ -25,7 +25,7 @@ from resolver.errors import ProbeFailed
 
 __all__ = ["TcpComm"]
 
-ROUND = "exec:comm"  # the exchange's round: the preflight's meeting on the same port is another
+_ROUND = "exec:comm"  # the exchange's round: the preflight's meeting on the same port is another
 
 
 def _tuples(value: Any) -> Any:
@@ -70,7 +70,7 @@ class TcpComm:
                 self.host,
                 self.port,
                 {"rank": self.rank, "size": self.size, "obj": obj},
-                round_=ROUND,
+                round_=_ROUND,
                 job=None,
                 deadline=deadline,
                 answer_limit=(1 << 20) + 4096 * self.size,
@@ -90,7 +90,7 @@ class TcpComm:
 
     def _serve(self, mine: Any, everyone: bool, deadline: float) -> Any:
         try:
-            server = Server(self.port, round_=ROUND, job=None, backlog=min(4096, self.size))
+            server = Server(self.port, round_=_ROUND, job=None, backlog=min(4096, self.size))
         except ExchangeFailed as exc:
             raise self._fail(f"rank 0 {exc}") from None
         seen: set[int] = set()
@@ -118,6 +118,5 @@ class TcpComm:
 
 
 def _rank(arrival: Arrival) -> int:
-    rank = arrival.message["rank"]
-    assert isinstance(rank, int)
+    rank: int = arrival.message["rank"]  # admitted: an int in 1..size-1
     return rank

@@ -30,6 +30,7 @@ from resolver.topology import SCHEMA, Topology, topology_schema
 
 if TYPE_CHECKING:
     from resolver._apply import Applied, apply
+    from resolver._check import CheckReport, check
     from resolver._explain import Candidate, Explanation, explain
     from resolver._spawn import spawn
     from resolver._validate import validate
@@ -41,6 +42,8 @@ _LAZY = {
     "Applied": "resolver._apply",
     "apply": "resolver._apply",
     "Candidate": "resolver._explain",
+    "CheckReport": "resolver._check",
+    "check": "resolver._check",
     "Explanation": "resolver._explain",
     "explain": "resolver._explain",
     "spawn": "resolver._spawn",
@@ -71,6 +74,7 @@ __all__ = [
     "SCHEMA",
     "Applied",
     "Candidate",
+    "CheckReport",
     "Detection",
     "Explanation",
     "HostlistSyntaxError",
@@ -86,6 +90,7 @@ __all__ = [
     "TopologyWarning",
     "__version__",
     "apply",
+    "check",
     "explain",
     "resolve",
     "spawn",

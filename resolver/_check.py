@@ -134,9 +134,7 @@ def member(message: Mapping[str, Any]) -> Member:
                             None if pair[0] is None else _text(pair[0]),
                             None if pair[1] is None else _text(pair[1]),
                         )
-            return Member(
-                rank=topology.global_rank, host=host, topology=topology, origins=origins, version=version
-            )
+            return Member(rank=topology.global_rank, host=host, topology=topology, origins=origins, version=version)
     if not isinstance(error, dict):
         error = {"message": "sent neither a topology nor an error"}
     return Member(rank=rank, host=host, topology=None, error=error, version=version)
@@ -185,7 +183,12 @@ class Node:
     devices: tuple[str | None, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "node_rank": self.node_rank, "ranks": list(self.ranks), "devices": list(self.devices)}
+        return {
+            "host": self.host,
+            "node_rank": self.node_rank,
+            "ranks": list(self.ranks),
+            "devices": list(self.devices),
+        }
 
     def __str__(self) -> str:
         devices = ",".join(d if d is not None else "-" for d in self.devices)
@@ -328,18 +331,17 @@ def verdict(
     """Judge every process's record (one `Member` each, in any order): the problems, the missing ranks,
     the map. `world_size` stands in when no process could resolve one; `note` ends the missing-rank
     message (how long rank 0 waited, where)."""
-    problems: list[Problem] = []
-    for m in members:
-        if m.error is not None:
-            problems.append(
-                Problem(
-                    kind="unresolvable",
-                    ranks=() if m.rank is None else (m.rank,),
-                    hosts=(m.host,),
-                    variable=m.error.get("variable") or m.error.get("probe"),
-                    message=f"{_who([m])} cannot resolve its topology: {m.error.get('message', '?')}",
-                )
-            )
+    problems = [
+        Problem(
+            kind="unresolvable",
+            ranks=() if m.rank is None else (m.rank,),
+            hosts=(m.host,),
+            variable=m.error.get("variable") or m.error.get("probe"),
+            message=f"{_who([m])} cannot resolve its topology: {m.error.get('message', '?')}",
+        )
+        for m in members
+        if m.error is not None
+    ]
     for m in strangers:
         job = m.topology.job_id if m.topology is not None else None
         words, variable = m.origins.get("job_id", (None, None))
@@ -430,10 +432,9 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
     for m in resolved:
         by_host.setdefault(m.host, []).append(m)
     for host, here in sorted(by_host.items()):
-        t = {id(m): m.topology for m in here}
         local: dict[int, list[Member]] = {}
         for m in here:
-            local.setdefault(t[id(m)].local_rank, []).append(m)  # type: ignore[union-attr]
+            local.setdefault(_top(m).local_rank, []).append(m)
         for value, claimants in sorted(local.items()):
             if len(claimants) > 1:
                 words, variable = _origin(claimants, "local_rank")
@@ -458,7 +459,7 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
                     message=f"{host} runs local ranks {spans(local)} (from {words}): expected 0..{len(here) - 1}",
                 )
             )
-        sizes = {t[id(m)].local_world_size for m in here} - {None}  # type: ignore[union-attr]
+        sizes = {s for s in (_top(m).local_world_size for m in here) if s is not None}
         if complete and sizes and sizes != {len(here)}:
             words, variable = _origin(here, "local_world_size")
             problems.append(
@@ -471,7 +472,7 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
                     f"but {len(here)} process{'es' if len(here) > 1 else ''} run there",
                 )
             )
-        node_ranks = sorted({t[id(m)].node_rank for m in here})  # type: ignore[union-attr]
+        node_ranks = sorted({_top(m).node_rank for m in here})
         if len(node_ranks) > 1:
             words, variable = _origin(here, "node_rank")
             problems.append(
@@ -485,11 +486,11 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
             )
         devices: dict[str, list[Member]] = {}
         for m in here:
-            device = _device(t[id(m)])  # type: ignore[arg-type]
+            device = _device(_top(m))
             if device is not None:
                 devices.setdefault(device, []).append(m)
         # shared by accident: the host's processes could each have had a device of their own
-        seen = {d for m in here for d in (t[id(m)].visible_devices or ())}  # type: ignore[union-attr]
+        seen = {d for m in here for d in (_top(m).visible_devices or ())}
         for device, users in sorted(devices.items()):
             if len(users) > 1 and len(seen) >= len(here):
                 words, variable = _origin(users, "visible_devices")
@@ -504,10 +505,10 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
                 )
     by_node: dict[int, set[str]] = {}
     for m in resolved:
-        by_node.setdefault(m.topology.node_rank, set()).add(m.host)  # type: ignore[union-attr]
+        by_node.setdefault(_top(m).node_rank, set()).add(m.host)
     for node, hosts in sorted(by_node.items()):
         if len(hosts) > 1:
-            here = [m for m in resolved if m.topology.node_rank == node]  # type: ignore[union-attr]
+            here = [m for m in resolved if _top(m).node_rank == node]
             words, variable = _origin(here, "node_rank")
             problems.append(
                 Problem(
@@ -519,7 +520,7 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
                     "one node rank, one host",
                 )
             )
-    nodes = {m.topology.num_nodes for m in resolved} - {None}  # type: ignore[union-attr]
+    nodes = {n for n in (_top(m).num_nodes for m in resolved) if n is not None}
     if complete and len(nodes) == 1 and sorted(by_node) != list(range(next(iter(nodes)))):
         words, variable = _origin(resolved, "node_rank")
         problems.append(
@@ -533,19 +534,26 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
     return problems
 
 
+def _top(m: Member) -> Topology:
+    """A resolved member's record (the verdict's placement rules see only those)."""
+    if m.topology is None:
+        raise TypeError(f"{_who([m])} has no record")
+    return m.topology
+
+
 def _map(resolved: Sequence[Member]) -> tuple[Node, ...]:
     places: dict[tuple[int, str], list[Member]] = {}
     for m in resolved:
-        places.setdefault((m.topology.node_rank, m.host), []).append(m)  # type: ignore[union-attr]
+        places.setdefault((_top(m).node_rank, m.host), []).append(m)
     out = []
     for (node, host), here in sorted(places.items()):
-        here.sort(key=lambda m: (m.rank or 0))
+        here.sort(key=lambda m: m.rank or 0)
         out.append(
             Node(
                 host=host,
                 node_rank=node,
                 ranks=tuple(m.rank for m in here if m.rank is not None),
-                devices=tuple(_device(m.topology) for m in here),  # type: ignore[arg-type]
+                devices=tuple(_device(_top(m)) for m in here),
             )
         )
     return tuple(out)
@@ -714,7 +722,8 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
             job_key(topology.job_id),
             origins,
         )
-    assert error is not None
+    if error is None:
+        raise TypeError("_meeting needs a topology or the error that stood in its way")
     try:
         address = env.address(environ, "MASTER_ADDR")
         port = env.port(environ, "MASTER_PORT")
@@ -785,11 +794,19 @@ def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: 
     where = _endpoint(meeting.address, meeting.port)
     if exc.kind == "unreachable":
         return _problem_at_endpoint(
-            meeting, host, "unreachable", "main_address", f"rank 0 never answered at {where} within {timeout:g} s: {exc}"
+            meeting,
+            host,
+            "unreachable",
+            "main_address",
+            f"rank 0 never answered at {where} within {timeout:g} s: {exc}",
         )
     if exc.kind == "foreign":
         return _problem_at_endpoint(
-            meeting, host, "foreign", "main_port", f"port {meeting.port} at {meeting.address} is not rank 0's check: {exc}"
+            meeting,
+            host,
+            "foreign",
+            "main_port",
+            f"port {meeting.port} at {meeting.address} is not rank 0's check: {exc}",
         )
     if exc.kind == "stranger":
         return _problem_at_endpoint(meeting, host, "stranger", "job_id", str(exc))
@@ -864,7 +881,7 @@ def _meet_in_store(
     """
     from datetime import timedelta
 
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # torch does not list it in __all__
 
     where = _endpoint(meeting.address, meeting.port)
     size = meeting.size or env.optional_integer(environ, "WORLD_SIZE", minimum=1) or 1
@@ -921,12 +938,16 @@ def _meet_in_store(
             note=f" within {timeout:g} s in the launcher's store at {where}",
         )
         store.compare_set(f"{generation}verdict", "", json.dumps(found.to_wire()))
-        return found, found.nodes
     except (RuntimeError, ValueError, OSError) as exc:  # torch's DistStoreError is a RuntimeError
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return (
             _problem_at_endpoint(
-                meeting, host, "unreachable", "main_address", f"the launcher's store at {where} failed the check: {text}"
+                meeting,
+                host,
+                "unreachable",
+                "main_address",
+                f"the launcher's store at {where} failed the check: {text}",
             ),
             None,
         )
+    return found, found.nodes

@@ -11,7 +11,6 @@ node. JSON: one object on stdout, nothing else. Rank 0's progress goes to stderr
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -77,6 +76,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 @contextmanager
 def _progress_to(stream: TextIO) -> Iterator[None]:
     """Rank 0's progress (the `resolver` logger's INFO lines) on `stream` while the check runs."""
+    import logging  # only the check logs: `--format env` should not load it (tests/test_imports.py)
+
     logger = logging.getLogger("resolver")
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(message)s"))
@@ -120,9 +121,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """`cluster-topology check`: print the report, return the exit status."""
     as_json = args.format == "json"
     try:
-        report = _check(
-            environ, None, timeout=args.timeout, source=args.source, allow_loopback=args.allow_loopback
-        )
+        report = _check(environ, None, timeout=args.timeout, source=args.source, allow_loopback=args.allow_loopback)
     except TopologyError as exc:
         return _error(exc, as_json)
     if as_json:

@@ -49,7 +49,7 @@ ANSWER_GRACE = 5.0  # seconds a greeted process waits past its deadline: rank 0'
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
-class ExchangeFailed(Exception):  # noqa: N818 - a failure of the meeting, reported, not a bug
+class ExchangeFailed(Exception):
     """The meeting failed for this process. `kind` says how:
 
     - ``bind``: rank 0 cannot listen on the port (another process holds it);
@@ -158,8 +158,7 @@ class Server:
         return arrivals
 
     def _accept(self) -> None:
-        assert self._listener is not None
-        while True:
+        while self._listener is not None:
             try:
                 sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -184,7 +183,9 @@ class Server:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.modify(conn.sock, events, conn)
 
-    def _read(self, conn: _Conn, admit: Callable[[Mapping[str, Any]], str | None]) -> Arrival | None:
+    def _read(  # noqa: PLR0911 - each early return is one state of the connection
+        self, conn: _Conn, admit: Callable[[Mapping[str, Any]], str | None]
+    ) -> Arrival | None:
         try:
             chunk = conn.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
@@ -351,7 +352,7 @@ def _read_line(sock: socket.socket, deadline: float, limit: int) -> bytes | None
         data += chunk
 
 
-def join(
+def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, greeting, record, answer
     address: str,
     port: int,
     message: Mapping[str, Any],

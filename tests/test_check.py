@@ -91,10 +91,10 @@ def test_any_single_corruption_is_named(job: Job, corruption: str, data: st.Data
     else:
         bad = f"{value}-other"
     found[i] = attrs.evolve(found[i], topology=attrs.evolve(victim, **{field: bad}))
-    problems = [p for p in verdict(found).problems if p.kind == "agreement"]
-    assert problems, verdict(found)
+    agreements = [p for p in verdict(found).problems if p.kind == "agreement"]
+    assert agreements, verdict(found)
     # with two processes either side may be the odd one out; the problem names both values
-    odd = next(p for p in problems if f"{field}=" in p.message)
+    odd = next(p for p in agreements if f"{field}=" in p.message)
     assert str(bad) in odd.message and (rank in odd.ranks or host in odd.message or len(job) == 2), odd
     if rank in odd.ranks:
         assert odd.hosts == (host,)
@@ -113,7 +113,9 @@ def test_the_message_names_rank_host_and_variable() -> None:
     (problem,) = verdict(found).problems
     assert problem.kind == "agreement" and problem.variable == "MASTER_ADDR"
     assert problem.ranks == (3,) and problem.hosts == ("ci2",)
-    assert problem.message.startswith("rank 3 on ci2 took main_address=ci2 from env:MASTER_ADDR; ranks 0-2 on ci1 use ci1")
+    assert problem.message.startswith(
+        "rank 3 on ci2 took main_address=ci2 from env:MASTER_ADDR; ranks 0-2 on ci1 use ci1"
+    )
     assert "SLURM_STEP_NODELIST" in problem.message
 
 
@@ -164,10 +166,16 @@ def test_a_record_that_is_not_a_topology_is_the_senders_error() -> None:
 # -- check() in threads, over real sockets -----------------------------------------------------------------
 
 
-def world(size: int = 4, *, port: int | None = None, hosts: tuple[str, ...] = ("h1", "h2")) -> tuple[Job, list[dict[str, str]]]:
+def world(
+    size: int = 4, *, port: int | None = None, hosts: tuple[str, ...] = ("h1", "h2")
+) -> tuple[Job, list[dict[str, str]]]:
     """A torchrun-shaped world meeting on loopback (rank 0 listens: no agent store)."""
     job = torchrun_job(
-        nnodes=len(hosts), nproc_per_node=size // len(hosts), hosts=hosts, master_addr="127.0.0.1", master_port=port or free_port()
+        nnodes=len(hosts),
+        nproc_per_node=size // len(hosts),
+        hosts=hosts,
+        master_addr="127.0.0.1",
+        master_port=port or free_port(),
     )
     envs = []
     for p in job:
@@ -177,7 +185,9 @@ def world(size: int = 4, *, port: int | None = None, hosts: tuple[str, ...] = ("
     return job, envs
 
 
-def meet(job: Job, envs: Sequence[Mapping[str, str]], *, timeout: float = 10.0, skip: Sequence[int] = ()) -> list[CheckReport]:
+def meet(
+    job: Job, envs: Sequence[Mapping[str, str]], *, timeout: float = 10.0, skip: Sequence[int] = ()
+) -> list[CheckReport]:
     reports: list[Any] = [None] * len(envs)
 
     def run(i: int) -> None:
@@ -198,7 +208,9 @@ def test_a_healthy_world_agrees_and_frees_the_port() -> None:
     assert all(r.ok for r in reports), [r.problems for r in reports]
     assert reports[0].nodes is not None and [n.host for n in reports[0].nodes] == ["h1", "h2"]
     assert all(r.nodes is None for r in reports[1:])
-    assert {r.summary for r in reports} == {f"4 processes on 2 nodes agree: torchelastic job none, main 127.0.0.1:{port}"}
+    assert {r.summary for r in reports} == {
+        f"4 processes on 2 nodes agree: torchelastic job none, main 127.0.0.1:{port}"
+    }
     with socket.socket() as program:  # no SO_REUSEADDR: nothing of the check is left on the port
         program.bind(("", port))
         program.listen()
@@ -267,11 +279,11 @@ def test_progress_goes_to_the_resolver_logger(caplog: pytest.LogCaptureFixture) 
 
     job, envs = world(2, hosts=("h1",))
     caplog.set_level(logging.INFO, logger="resolver")
-    old, engine.PROGRESS_EVERY = engine.PROGRESS_EVERY, 0.2  # type: ignore[misc]
+    old, engine.PROGRESS_EVERY = engine.PROGRESS_EVERY, 0.2
     try:
         meet(job, envs, timeout=1.0, skip=(1,))
     finally:
-        engine.PROGRESS_EVERY = old  # type: ignore[misc]
+        engine.PROGRESS_EVERY = old
     lines = [r.getMessage() for r in caplog.records if r.name == "resolver"]
     assert any("1 of 2 processes" in line and "waiting for ranks 1" in line for line in lines), lines
 

@@ -21,7 +21,11 @@ def free_port() -> int:
 
 
 def base() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in DROP and not k.startswith(("SLURM", "OMPI_", "PMI", "TORCHELASTIC"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in DROP and not k.startswith(("SLURM", "OMPI_", "PMI", "TORCHELASTIC"))
+    }
     env["PYTHONPATH"] = str(ROOT)
     return env
 
@@ -41,7 +45,9 @@ def worker(rank: int, size: int, port: int, **extra: str) -> dict[str, str]:
     }
 
 
-def run_all(envs: Sequence[Mapping[str, str]], *args: str, timeout: float = 60) -> list[subprocess.CompletedProcess[str]]:
+def run_all(
+    envs: Sequence[Mapping[str, str]], *args: str, timeout: float = 60
+) -> list[subprocess.CompletedProcess[str]]:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "resolver", *args],
