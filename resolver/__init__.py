@@ -12,7 +12,7 @@ authors), `resolver.testing`, `resolver.hostlist`, `resolver.errors`, `resolver.
 """
 
 import importlib as _importlib
-import types as _types
+import typing as _typing
 
 from resolver._apply import Applied, apply
 from resolver._detect import by_name, registered, resolve
@@ -34,12 +34,16 @@ from resolver.origin import Origin
 from resolver.sources import Detection, Source
 from resolver.topology import SCHEMA, Topology, topology_schema
 
+if _typing.TYPE_CHECKING:
+    from resolver._check import CheckReport, check
+
 __version__ = "0.1.0"
 
 __all__ = [
     "SCHEMA",
     "Applied",
     "Candidate",
+    "CheckReport",
     "Detection",
     "Explanation",
     "HostlistSyntaxError",
@@ -57,6 +61,7 @@ __all__ = [
     "__version__",
     "apply",
     "by_name",
+    "check",
     "explain",
     "registered",
     "resolve",
@@ -68,9 +73,14 @@ __all__ = [
 # Public submodules that resolving does not need, attributes of `resolver` imported on first use:
 # `resolver.testing` alone imports Hypothesis-free builders for twenty launchers.
 _SUBMODULES = ("hostlist", "integrations", "requeue", "schema", "testing")
+# The preflight is imported when first used: its exchange loads socket, selectors and json, which a
+# resolve never needs (tests/test_imports.py holds a resolve to loading no socket module).
+_PREFLIGHT = ("CheckReport", "check")
 
 
-def __getattr__(name: str) -> _types.ModuleType:
+def __getattr__(name: str) -> object:
+    if name in _PREFLIGHT:
+        return getattr(_importlib.import_module("resolver._check"), name)
     if name in _SUBMODULES:
         return _importlib.import_module(f"resolver.{name}")
     raise AttributeError(f"module 'resolver' has no attribute {name!r}")

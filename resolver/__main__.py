@@ -2,6 +2,7 @@
 
     cluster-topology [options]                     print the topology (text, json, env)
     cluster-topology exec [options] -- PROGRAM ... write the env:// variables and exec PROGRAM
+    cluster-topology check [options]               preflight: every process meets rank 0 (resolver/_check_cli.py)
 
 Exit status: 0 resolved; 2 bad input (a TopologyError, bad settings, unreadable env file), with one
 line on stderr; `exec` then does not start PROGRAM. A closed stdout (`| head -1`) ends quietly with
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from resolver import __version__
+from resolver import __version__, _check_cli
 from resolver._apply import environment
 from resolver._detect import ALLOW_LOOPBACK, require_probes, resolve
 from resolver._devices import bind
@@ -40,6 +41,8 @@ SIGPIPE_STATUS = 128 + 13
 
 EPILOG = f"""\
 commands:
+  check [--timeout S] [--format text|json]
+        preflight, run by every process: exit 0 healthy, 3 a problem found, 2 unreadable
   exec [options] -- PROGRAM [ARGS...]
         resolve, write the env:// variables (MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
         LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK) and replace this process with
@@ -132,7 +135,7 @@ def _parsers(prog: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParse
     shared = _options()
     top = argparse.ArgumentParser(
         prog=prog,
-        usage=f"{prog} [options]\n       {prog} exec [options] -- PROGRAM [ARGS...]",
+        usage=f"{prog} [options]\n       {prog} exec [options] -- PROGRAM [ARGS...]\n       {prog} check [options]",
         description="Resolve who this process is in a distributed job (rank, world, main address) "
         "from the launcher's environment: torchrun, SLURM, MPI, LSF, Grid Engine, Kubeflow, XLA, or none.",
         epilog=EPILOG,
@@ -150,6 +153,7 @@ def _parsers(prog: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParse
         "PROGRAM is not started.",
         parents=[shared],
     )
+    _check_cli.add_options(run, for_exec=True)
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM [ARGS...]")
     return top, run
 
@@ -453,6 +457,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     try:
         if arguments[:1] == ["exec"]:
             return _exec(run, arguments[1:], env)
+        if arguments[:1] == ["check"]:
+            commands = argparse.ArgumentParser(prog=top.prog).add_subparsers()
+            return _check_cli.run(_check_cli.add_parser(commands).parse_args(arguments[1:]), env)
         args = top.parse_args(arguments)
         try:
             explanation: Explanation | None = None
@@ -488,6 +495,9 @@ def _exec(parser: argparse.ArgumentParser, arguments: list[str], environ: Mappin
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("no PROGRAM: cluster-topology exec [options] -- PROGRAM [ARGS...]")
+    checked = _check_cli.run_before_exec(args, environ, _without_mpi(environ) if args.check else None)
+    if checked:
+        return checked
     try:
         topology, resolved = _resolve(args, environ, running=True)
         if topology.main_address is None or topology.main_port is None:

@@ -1,0 +1,953 @@
+"""The preflight: every process of a job meets at the main endpoint and hears one verdict.
+
+`check(environ)` is run by every process exactly where training would run. Each resolves its own
+record; all meet at `main_address:main_port` (resolver/_exchange.py): rank 0 listens there, gathers
+every record, judges them (`verdict`, a pure function) and answers each process with the verdict,
+so every process reports the same problems. Under a launcher that owns a store on the main endpoint
+(torchrun tells its workers so with TORCHELASTIC_USE_AGENT_STORE=True), rank 0 cannot listen there:
+the processes meet through that store as its clients instead, as training's `init_process_group`
+does, under keys no other process or run can overwrite.
+
+What the verdict finds:
+
+- agreement: world size, node count, main address and port, job id, source and package version
+  are the same everywhere; a process that differs is named with the variable its value came from;
+- ranks: 0..N-1 each exactly once (missing ranks, duplicates with the hosts claiming them); on each
+  host local ranks 0..k-1 once each; one node rank per host and one host per node rank; no two
+  processes on a host bound to the same device;
+- a process that cannot resolve its own environment but could still find the endpoint joins and
+  sends its error, which every process then reports.
+
+A process's host is the node name its launcher gave it (SLURMD_NODENAME under SLURM, which differs
+from the host name where one machine emulates several nodes), else the hostname probe's answer.
+Thread-safe: no global state, no signal handlers; progress goes to the `resolver` logger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from resolver import environ as env
+from resolver._detect import resolve
+from resolver._exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join
+from resolver.errors import TopologyError
+from resolver.topology import Topology
+
+if TYPE_CHECKING:
+    from probes import Probes
+    from resolver.sources import Source
+
+__all__ = ["CheckReport", "Node", "Problem", "check", "record", "verdict"]
+
+log = logging.getLogger("resolver")
+
+ROUND = "check"
+AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"  # torchrun: the agent holds a TCPStore on MASTER_ADDR:MASTER_PORT
+MOST_PROBLEMS = 64  # problems sent to every process; more are summarised in one line
+PROGRESS_EVERY = 3.0  # seconds between rank 0's progress lines
+AGREED = ("world_size", "num_nodes", "main_address", "main_port", "job_id", "source", "version")
+RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+# -- provenance: the one place that reads it -----------------------------------------------------------
+
+
+def origin_of(topology: Topology, field: str) -> tuple[str | None, str | None]:
+    """Where `field`'s value came from, as (words, variable): the variable is the environment
+    variable it was read from or computed from, or None (a probe, a default)."""
+    origin: Any = topology.provenance.get(field)
+    if origin is None:
+        return None, None
+    variable = getattr(origin, "variable", None)
+    if variable is None:
+        variables = getattr(origin, "variables", ())
+        variable = variables[0] if variables else None
+    if variable is None and isinstance(origin, str) and origin.startswith("env:"):
+        variable = origin[4:]  # provenance as strings, before the Origin record: only the env: form names one
+    return str(origin), variable
+
+
+# -- records -------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Member:
+    """One process as rank 0 sees it: its claimed rank, host, record (or error) and the origins of its fields."""
+
+    rank: int | None
+    host: str
+    topology: Topology | None
+    origins: Mapping[str, tuple[str | None, str | None]] = attrs.field(factory=dict)
+    error: Mapping[str, Any] | None = None
+    version: str = ""
+
+
+def record(
+    topology: Topology | None, host: str, *, error: TopologyError | None = None, rank: int | None = None
+) -> dict[str, Any]:
+    """What one process sends rank 0: JSON-safe, a few hundred bytes."""
+    from resolver import __version__
+
+    out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid()}
+    if topology is not None:
+        out["rank"] = topology.global_rank
+        out["topology"] = topology.to_dict()
+        out["origins"] = {name: list(origin_of(topology, name)) for name in topology.provenance}
+    else:
+        out["rank"] = rank
+        out["error"] = error.to_dict() if error is not None else {"message": "no topology"}
+    return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)[:200]
+
+
+def member(message: Mapping[str, Any]) -> Member:
+    """A received record, checked: a record that is not a topology is the sender's own error."""
+    host = _text(message.get("host", "?"))
+    rank = message.get("rank")
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
+    version = _text(message.get("version", "?"))
+    error = message.get("error")
+    data = message.get("topology")
+    if data is not None:
+        try:
+            topology = Topology.from_dict(data)
+        except (TopologyError, TypeError, ValueError, KeyError) as exc:
+            error = {"message": f"sent a record that is not a topology: {exc}"}
+        else:
+            raw = message.get("origins")
+            origins: dict[str, tuple[str | None, str | None]] = {}
+            if isinstance(raw, dict):
+                for name, pair in raw.items():
+                    if isinstance(pair, list) and len(pair) == 2:
+                        origins[str(name)] = (
+                            None if pair[0] is None else _text(pair[0]),
+                            None if pair[1] is None else _text(pair[1]),
+                        )
+            return Member(rank=topology.global_rank, host=host, topology=topology, origins=origins, version=version)
+    if not isinstance(error, dict):
+        error = {"message": "sent neither a topology nor an error"}
+    return Member(rank=rank, host=host, topology=None, error=error, version=version)
+
+
+# -- the verdict ---------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Problem:
+    """One thing that will hang or break the job: what kind, which ranks and hosts, the variable to fix."""
+
+    kind: str
+    ranks: tuple[int, ...] = ()
+    hosts: tuple[str, ...] = ()
+    variable: str | None = None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "ranks": list(self.ranks),
+            "hosts": list(self.hosts),
+            "variable": self.variable,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        return cls(
+            kind=str(data["kind"]),
+            ranks=tuple(int(r) for r in data.get("ranks", ())),
+            hosts=tuple(str(h) for h in data.get("hosts", ())),
+            variable=None if data.get("variable") is None else str(data["variable"]),
+            message=str(data["message"]),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    """One line of the job's map: a host, its node rank, its ranks and the device each is bound to."""
+
+    host: str
+    node_rank: int
+    ranks: tuple[int, ...]
+    devices: tuple[str | None, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "node_rank": self.node_rank,
+            "ranks": list(self.ranks),
+            "devices": list(self.devices),
+        }
+
+    def __str__(self) -> str:
+        devices = ",".join(d if d is not None else "-" for d in self.devices)
+        shown = f"  devices {devices}" if any(d is not None for d in self.devices) else ""
+        return f"{self.host}  node {self.node_rank}  ranks {spans(self.ranks)}{shown}"
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """What rank 0 found: the same for every process (the map stays with rank 0)."""
+
+    world_size: int | None
+    missing: tuple[int, ...]
+    problems: tuple[Problem, ...]
+    summary: str
+    nodes: tuple[Node, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "world_size": self.world_size,
+            "missing": _ranges(self.missing),
+            "problems": [p.to_dict() for p in self.problems],
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(
+            world_size=data.get("world_size"),
+            missing=tuple(r for a, b in data.get("missing", ()) for r in range(int(a), int(b) + 1)),
+            problems=tuple(Problem.from_dict(p) for p in data.get("problems", ())),
+            summary=str(data.get("summary", "")),
+        )
+
+
+def spans(ranks: Iterable[int]) -> str:
+    """`0-2,5`: ranks as ranges."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _ranges(sorted(set(ranks))))
+
+
+def _ranges(ranks: Sequence[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for r in sorted(ranks):
+        if out and out[-1][1] + 1 == r:
+            out[-1][1] = r
+        elif not out or out[-1][1] != r:
+            out.append([r, r])
+    return out
+
+
+def _hosts(members: Sequence[Member], most: int = 4) -> str:
+    names = sorted({m.host for m in members})
+    shown = " and ".join(names) if len(names) <= 2 else ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _who(members: Sequence[Member]) -> str:
+    ranks = [m.rank for m in members if m.rank is not None]
+    unknown = len(members) - len(ranks)
+    parts = []
+    if ranks:
+        parts.append(f"rank{'s' if len(ranks) > 1 else ''} {spans(ranks)}")
+    if unknown:
+        parts.append(f"{unknown} process{'es' if unknown > 1 else ''} of unknown rank")
+    return f"{' and '.join(parts)} on {_hosts(members)}"
+
+
+def job_key(job_id: str | None) -> str | None:
+    """The job's identity, the same on every process: the job id without a node's `#index` suffix.
+
+    AWS Batch gives each node of a multi-node parallel job its own AWS_BATCH_JOB_ID, `<job id>#<node
+    index>` (https://docs.aws.amazon.com/batch/latest/userguide/multi-node-parallel-jobs.html).
+    """
+    if job_id is None:
+        return None
+    head, sep, tail = job_id.rpartition("#")
+    return head if sep and head and tail.isdigit() else job_id
+
+
+def _value(m: Member, field: str) -> Any:
+    if field == "version":
+        return m.version
+    if field == "job_id":
+        return job_key(m.topology.job_id)  # type: ignore[union-attr]
+    return getattr(m.topology, field)
+
+
+def _origin(members: Sequence[Member], field: str) -> tuple[str, str | None]:
+    """The commonest origin of `field` among `members`: (words, variable)."""
+    if field == "version":
+        return "the installed cluster-topology", None
+    found = Counter(m.origins.get(field, (None, None)) for m in members)
+    (words, variable), _ = found.most_common(1)[0]
+    return (words or "the source"), variable
+
+
+def _show(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _agreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any]]:
+    problems: list[Problem] = []
+    agreed: dict[str, Any] = {}
+    for field in AGREED:
+        groups: dict[Any, list[Member]] = {}
+        for m in resolved:
+            groups.setdefault(_value(m, field), []).append(m)
+        ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(m.rank or 0 for m in kv[1])))
+        reference, majority = ranked[0]
+        agreed[field] = reference
+        for value, members in ranked[1:]:
+            words, variable = _origin(members, field)
+            ref_words, ref_variable = _origin(majority, field)
+            problems.append(
+                Problem(
+                    kind="agreement",
+                    ranks=tuple(sorted(m.rank for m in members if m.rank is not None)),
+                    hosts=tuple(sorted({m.host for m in members})),
+                    variable=variable or ref_variable,
+                    message=f"{_who(members)} took {field}={_show(value)} from {words}; "
+                    f"{_who(majority)} use {_show(reference)} ({ref_words})",
+                )
+            )
+    return problems, agreed
+
+
+def _device(t: Topology) -> str | None:
+    if t.visible_devices is None or t.local_device is None:
+        return None
+    return t.visible_devices[t.local_device]
+
+
+def verdict(
+    members: Sequence[Member],
+    *,
+    strangers: Sequence[Member] = (),
+    world_size: int | None = None,
+    note: str = "",
+) -> Verdict:
+    """Judge every process's record (one `Member` each, in any order): the problems, the missing ranks,
+    the map. `world_size` stands in when no process could resolve one; `note` ends the missing-rank
+    message (how long rank 0 waited, where)."""
+    problems = [
+        Problem(
+            kind="unresolvable",
+            ranks=() if m.rank is None else (m.rank,),
+            hosts=(m.host,),
+            variable=m.error.get("variable") or m.error.get("probe"),
+            message=f"{_who([m])} cannot resolve its topology: {m.error.get('message', '?')}",
+        )
+        for m in members
+        if m.error is not None
+    ]
+    for m in strangers:
+        job = m.topology.job_id if m.topology is not None else None
+        words, variable = m.origins.get("job_id", (None, None))
+        problems.append(
+            Problem(
+                kind="stranger",
+                ranks=() if m.rank is None else (m.rank,),
+                hosts=(m.host,),
+                variable=variable,
+                message=f"{_who([m])} of job {_show(job)} ({words or 'its source'}) came to this job's endpoint "
+                "and was turned away",
+            )
+        )
+    resolved = [m for m in members if m.topology is not None]
+    agreed: dict[str, Any] = {}
+    if resolved:
+        found, agreed = _agreement(resolved)
+        problems += found
+    n = agreed.get("world_size") or world_size or len(members)
+    claims: dict[int, list[Member]] = {}
+    for m in members:
+        if m.rank is not None:
+            claims.setdefault(m.rank, []).append(m)
+    missing = tuple(r for r in range(n) if r not in claims)
+    for rank, claimants in sorted(claims.items()):
+        _, variable = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
+        if rank >= n:
+            problems.append(
+                Problem(
+                    kind="ranks",
+                    ranks=(rank,),
+                    hosts=tuple(sorted({c.host for c in claimants})),
+                    variable=variable,
+                    message=f"{_who(claimants)} claims rank {rank}, outside 0..{n - 1} of a world of {n}",
+                )
+            )
+        elif len(claimants) > 1:
+            words, _ = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
+            problems.append(
+                Problem(
+                    kind="duplicate",
+                    ranks=(rank,),
+                    hosts=tuple(sorted({c.host for c in claimants})),
+                    variable=variable,
+                    message=f"rank {rank} is claimed by {len(claimants)} processes, on "
+                    f"{', '.join(sorted(c.host for c in claimants))} (from {words})",
+                )
+            )
+    if missing:
+        problems.append(
+            Problem(
+                kind="missing",
+                ranks=missing,
+                message=f"rank{'s' if len(missing) > 1 else ''} {spans(missing)} of {n} never joined the check"
+                + (
+                    f"{note}: the process did not start, did not run the check, or could not reach the endpoint"
+                    if note
+                    else ": no process claims it"
+                ),
+            )
+        )
+    problems += _placement(resolved, complete=not missing and len(resolved) == n)
+    if len(problems) > MOST_PROBLEMS:
+        more = len(problems) - MOST_PROBLEMS + 1
+        problems = [*problems[: MOST_PROBLEMS - 1], Problem(kind="more", message=f"and {more} more problems")]
+    nodes = _map(resolved)
+    summary = ""
+    if resolved:
+        job = f" job {agreed['job_id']}" if agreed.get("job_id") is not None else ""
+        hosts = len({m.host for m in resolved})
+        summary = (
+            f"{len(members)} process{'es' if len(members) > 1 else ''} on {hosts} node{'s' if hosts > 1 else ''} "
+            f"agree: {agreed['source']}{job}, main {_endpoint(agreed['main_address'], agreed['main_port'])}"
+        )
+    return Verdict(world_size=n, missing=missing, problems=tuple(problems), summary=summary, nodes=nodes)
+
+
+def _endpoint(address: str | None, port: int | None) -> str:
+    if address is not None and ":" in address:
+        return f"[{address}]:{_show(port)}"
+    return f"{_show(address)}:{_show(port)}"
+
+
+def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
+    """Local ranks per host, node ranks against hosts, and devices shared by accident."""
+    problems: list[Problem] = []
+    by_host: dict[str, list[Member]] = {}
+    for m in resolved:
+        by_host.setdefault(m.host, []).append(m)
+    for host, here in sorted(by_host.items()):
+        local: dict[int, list[Member]] = {}
+        for m in here:
+            local.setdefault(_top(m).local_rank, []).append(m)
+        for value, claimants in sorted(local.items()):
+            if len(claimants) > 1:
+                words, variable = _origin(claimants, "local_rank")
+                problems.append(
+                    Problem(
+                        kind="local_rank",
+                        ranks=tuple(sorted(c.rank for c in claimants if c.rank is not None)),
+                        hosts=(host,),
+                        variable=variable,
+                        message=f"local rank {value} on {host} is claimed by {_who(claimants).split(' on ')[0]} "
+                        f"(from {words})",
+                    )
+                )
+        if complete and sorted(local) != list(range(len(local))) and all(len(c) == 1 for c in local.values()):
+            words, variable = _origin(here, "local_rank")
+            problems.append(
+                Problem(
+                    kind="local_rank",
+                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
+                    hosts=(host,),
+                    variable=variable,
+                    message=f"{host} runs local ranks {spans(local)} (from {words}): expected 0..{len(here) - 1}",
+                )
+            )
+        sizes = {s for s in (_top(m).local_world_size for m in here) if s is not None}
+        if complete and sizes and sizes != {len(here)}:
+            words, variable = _origin(here, "local_world_size")
+            problems.append(
+                Problem(
+                    kind="local_rank",
+                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
+                    hosts=(host,),
+                    variable=variable,
+                    message=f"{_who(here)} say local_world_size={','.join(map(str, sorted(sizes)))} (from {words}), "
+                    f"but {len(here)} process{'es' if len(here) > 1 else ''} run there",
+                )
+            )
+        node_ranks = sorted({_top(m).node_rank for m in here})
+        if len(node_ranks) > 1:
+            words, variable = _origin(here, "node_rank")
+            problems.append(
+                Problem(
+                    kind="node_rank",
+                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
+                    hosts=(host,),
+                    variable=variable,
+                    message=f"{host} holds node ranks {spans(node_ranks)} (from {words}): one host, one node rank",
+                )
+            )
+        devices: dict[str, list[Member]] = {}
+        for m in here:
+            device = _device(_top(m))
+            if device is not None:
+                devices.setdefault(device, []).append(m)
+        # shared by accident: the host's processes could each have had a device of their own
+        seen = {d for m in here for d in (_top(m).visible_devices or ())}
+        for device, users in sorted(devices.items()):
+            if len(users) > 1 and len(seen) >= len(here):
+                words, variable = _origin(users, "visible_devices")
+                problems.append(
+                    Problem(
+                        kind="device",
+                        ranks=tuple(sorted(u.rank for u in users if u.rank is not None)),
+                        hosts=(host,),
+                        variable=variable,
+                        message=f"{_who(users)} are all bound to device {device} (from {words})",
+                    )
+                )
+    by_node: dict[int, set[str]] = {}
+    for m in resolved:
+        by_node.setdefault(_top(m).node_rank, set()).add(m.host)
+    for node, hosts in sorted(by_node.items()):
+        if len(hosts) > 1:
+            here = [m for m in resolved if _top(m).node_rank == node]
+            words, variable = _origin(here, "node_rank")
+            problems.append(
+                Problem(
+                    kind="node_rank",
+                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
+                    hosts=tuple(sorted(hosts)),
+                    variable=variable,
+                    message=f"node rank {node} is on {len(hosts)} hosts, {_hosts(here)} (from {words}): "
+                    "one node rank, one host",
+                )
+            )
+    nodes = {n for n in (_top(m).num_nodes for m in resolved) if n is not None}
+    if complete and len(nodes) == 1 and sorted(by_node) != list(range(next(iter(nodes)))):
+        words, variable = _origin(resolved, "node_rank")
+        problems.append(
+            Problem(
+                kind="node_rank",
+                hosts=tuple(sorted({m.host for m in resolved})),
+                variable=variable,
+                message=f"node ranks {spans(by_node)} (from {words}) for num_nodes={next(iter(nodes))}",
+            )
+        )
+    return problems
+
+
+def _top(m: Member) -> Topology:
+    """A resolved member's record (the verdict's placement rules see only those)."""
+    if m.topology is None:
+        raise TypeError(f"{_who([m])} has no record")
+    return m.topology
+
+
+def _map(resolved: Sequence[Member]) -> tuple[Node, ...]:
+    places: dict[tuple[int, str], list[Member]] = {}
+    for m in resolved:
+        places.setdefault((_top(m).node_rank, m.host), []).append(m)
+    out = []
+    for (node, host), here in sorted(places.items()):
+        here.sort(key=lambda m: m.rank or 0)
+        out.append(
+            Node(
+                host=host,
+                node_rank=node,
+                ranks=tuple(m.rank for m in here if m.rank is not None),
+                devices=tuple(_device(_top(m)) for m in here),
+            )
+        )
+    return tuple(out)
+
+
+# -- the report ----------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class CheckReport:
+    """What `check` found, the same on every process: `ok`, the `missing` ranks, the `problems`;
+    this process's own `topology` (None when it could not resolve), and on rank 0 the job's map."""
+
+    ok: bool
+    world_size: int | None
+    missing: tuple[int, ...]
+    problems: tuple[Problem, ...]
+    topology: Topology | None
+    elapsed_s: float
+    summary: str = ""
+    host: str = ""
+    nodes: tuple[Node, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"ok", "world_size", "missing", "problems", "elapsed_s", "nodes", "summary", "rank", "host"}`."""
+        return {
+            "ok": self.ok,
+            "world_size": self.world_size,
+            "missing": list(self.missing),
+            "problems": [p.to_dict() for p in self.problems],
+            "elapsed_s": round(self.elapsed_s, 3),
+            "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
+            "summary": self.summary,
+            "rank": None if self.topology is None else self.topology.global_rank,
+            "host": self.host,
+        }
+
+    def lines(self) -> list[str]:
+        """The text report: one line when healthy, else one per problem; then the map (rank 0)."""
+        if self.ok:
+            out = [f"{self.summary}, {self.elapsed_s:.1f} s"]
+        else:
+            out = [f"problem: {p.message}" for p in self.problems]
+        return out + [str(node) for node in self.nodes or ()]
+
+
+# -- the meeting ---------------------------------------------------------------------------------------
+
+
+def _host(environ: Mapping[str, str], probes: Probes | None) -> str:
+    name = environ.get("SLURMD_NODENAME")
+    if name:
+        return name
+    try:
+        if probes is not None:
+            return probes.hostname()
+        from probes import live
+
+        return str(live.probe("hostname")())
+    except (TopologyError, OSError):
+        import socket
+
+        return socket.gethostname()
+
+
+def _rank_claim(environ: Mapping[str, str]) -> int | None:
+    for name in RANK_VARIABLES:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+@attrs.frozen
+class _Meeting:
+    address: str
+    port: int
+    rank: int | None
+    size: int | None
+    job: str | None
+    origins: Mapping[str, tuple[str | None, str | None]]
+
+
+def check(
+    environ: Mapping[str, str],
+    probes: Probes | None = None,
+    *,
+    timeout: float = 60.0,
+    source: str | Source | None = None,
+    allow_loopback: bool = False,
+) -> CheckReport:
+    """Resolve this process's record, meet every other process of the job at the main endpoint, and
+    return the verdict rank 0 gave everyone (or what this process found on its own, when the meeting
+    failed). Raises `TopologyError` only when this process can neither resolve nor find the endpoint.
+
+    `probes` answers host facts as in `resolve`; the meeting always uses real sockets.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    topology: Topology | None = None
+    error: TopologyError | None = None
+    try:
+        topology = resolve(environ, probes, source=source, allow_loopback=allow_loopback)
+    except TopologyError as exc:
+        error = exc
+    host = _host(environ, probes)
+    meeting = _meeting(environ, topology, error)
+    mine = record(topology, host, error=error, rank=meeting.rank)
+
+    def report(found: Verdict, nodes: tuple[Node, ...] | None = None) -> CheckReport:
+        return CheckReport(
+            ok=not found.problems and not found.missing,
+            world_size=found.world_size,
+            missing=found.missing,
+            problems=found.problems,
+            topology=topology,
+            elapsed_s=time.monotonic() - start,
+            summary=found.summary,
+            host=host,
+            nodes=nodes,
+        )
+
+    if environ.get(AGENT_STORE) == "True":
+        found, nodes = _meet_in_store(meeting, mine, host, environ, deadline=deadline, timeout=timeout)
+        return report(found, nodes)
+    if meeting.rank == 0:
+        try:
+            server = Server(meeting.port, round_=ROUND, job=meeting.job, backlog=min(4096, meeting.size or 4096))
+        except ExchangeFailed as exc:
+            held = _held(meeting, host, exc, deadline)
+            if held is not None:
+                return report(held)
+            # the port is held by another rank 0 of this job (a duplicate): meet it as a process does
+        else:
+            with server:
+                found, nodes = _serve(server, meeting, mine, deadline=deadline, timeout=timeout)
+            return report(found, nodes)
+    try:
+        answer = join(
+            meeting.address, meeting.port, mine, round_=ROUND, job=meeting.job, deadline=deadline, strict_job=False
+        )
+        return report(Verdict.from_wire(answer))
+    except ExchangeFailed as exc:
+        return report(_failed_meeting(meeting, host, exc, timeout))
+    except (KeyError, TypeError, ValueError) as exc:
+        failure = ExchangeFailed("foreign", f"rank 0 answered a verdict this process cannot read ({exc})")
+        return report(_failed_meeting(meeting, host, failure, timeout))
+
+
+def _meeting(environ: Mapping[str, str], topology: Topology | None, error: TopologyError | None) -> _Meeting:
+    """Where and as whom this process meets the others; re-raises `error` when it cannot even tell where."""
+    if topology is not None:
+        origins = {f: origin_of(topology, f) for f in ("main_address", "main_port", "global_rank", "job_id")}
+        if topology.main_address is None or topology.main_port is None:
+            if topology.world_size > 1:
+                raise TopologyError(
+                    f"the {topology.source} topology has no main address and port, so its processes have "
+                    f"nowhere to meet: {topology}"
+                )
+            return _Meeting("127.0.0.1", 0, 0, 1, job_key(topology.job_id), origins)
+        return _Meeting(
+            topology.main_address,
+            topology.main_port,
+            topology.global_rank,
+            topology.world_size,
+            job_key(topology.job_id),
+            origins,
+        )
+    if error is None:
+        raise TypeError("_meeting needs a topology or the error that stood in its way")
+    try:
+        address = env.address(environ, "MASTER_ADDR")
+        port = env.port(environ, "MASTER_PORT")
+    except TopologyError:
+        raise error from None
+    origins = {"main_address": ("env:MASTER_ADDR", "MASTER_ADDR"), "main_port": ("env:MASTER_PORT", "MASTER_PORT")}
+    return _Meeting(address, port, _rank_claim(environ), None, None, origins)
+
+
+def _problem_at_endpoint(meeting: _Meeting, host: str, kind: str, field: str, message: str) -> Verdict:
+    words, variable = meeting.origins.get(field, (None, None))
+    ranks = () if meeting.rank is None else (meeting.rank,)
+    return Verdict(
+        world_size=meeting.size,
+        missing=(0,) if kind == "unreachable" else (),
+        problems=(
+            Problem(
+                kind="endpoint",
+                ranks=ranks,
+                hosts=(host,),
+                variable=variable,
+                message=f"{message} ({field} from {words or 'the source'})",
+            ),
+        ),
+        summary="",
+    )
+
+
+def _held(meeting: _Meeting, host: str, exc: ExchangeFailed, deadline: float) -> Verdict | None:
+    """Rank 0 cannot listen: None when a duplicate rank 0 of this job holds the port (then meet it),
+    else the problem naming the port and the host."""
+    try:
+        if _greets(meeting.port):
+            return None
+    except OSError:  # refused, or silent until the 2 s ran out: not one of ours
+        pass
+    return _problem_at_endpoint(
+        meeting,
+        host,
+        "bind",
+        "main_port",
+        f"port {meeting.port} on {host} is held by another process, so rank 0 cannot listen there: "
+        f"{exc.message}; training's rendezvous would fail the same way",
+    )
+
+
+def _greets(port: int) -> bool:
+    """Whether the process holding `port` on this host greets as rank 0 of a check does (2 s at most)."""
+    import socket
+
+    from resolver._exchange import PROTOCOL
+
+    with socket.create_connection(("localhost", port), timeout=2.0) as sock:
+        data = b""
+        while b"\n" not in data and len(data) < 4096:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        hello = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(hello, dict) and hello.get("protocol") == PROTOCOL and hello.get("round") == ROUND
+
+
+def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: float) -> Verdict:
+    where = _endpoint(meeting.address, meeting.port)
+    if exc.kind == "unreachable":
+        return _problem_at_endpoint(
+            meeting,
+            host,
+            "unreachable",
+            "main_address",
+            f"rank 0 never answered at {where} within {timeout:g} s: {exc}",
+        )
+    if exc.kind == "foreign":
+        return _problem_at_endpoint(
+            meeting,
+            host,
+            "foreign",
+            "main_port",
+            f"port {meeting.port} at {meeting.address} is not rank 0's check: {exc}",
+        )
+    if exc.kind == "stranger":
+        return _problem_at_endpoint(meeting, host, "stranger", "job_id", str(exc))
+    return _problem_at_endpoint(meeting, host, exc.kind, "main_address", str(exc))
+
+
+def _serve(
+    server: Server, meeting: _Meeting, mine: dict[str, Any], *, deadline: float, timeout: float
+) -> tuple[Verdict, tuple[Node, ...]]:
+    strangers: list[Member] = []
+    me = member(mine)
+    expected = [meeting.size]
+
+    def admit(message: Mapping[str, Any]) -> str | None:
+        job = message.get("job")
+        if meeting.job is not None and job is not None and job != meeting.job:
+            strangers.append(member(message))
+            return f"this is job {meeting.job!r}, and the process is in job {job!r}"
+        if expected[0] is None and isinstance(message.get("topology"), dict):
+            size = message["topology"].get("world_size")
+            expected[0] = size if isinstance(size, int) and size > 0 else None
+        return None
+
+    def done(arrivals: list[Arrival]) -> bool:
+        return expected[0] is not None and len(arrivals) >= expected[0] - 1
+
+    started = time.monotonic()
+
+    def progress(arrivals: list[Arrival]) -> None:
+        size = expected[0]
+        came = {a.message.get("rank") for a in arrivals} | {meeting.rank}
+        waiting = "" if size is None else f"; waiting for ranks {spans(r for r in range(size) if r not in came)}"
+        log.info(
+            "check: %d of %s processes at %s after %.0f s%s",
+            len(arrivals) + 1,
+            size if size is not None else "?",
+            _endpoint(meeting.address, meeting.port),
+            time.monotonic() - started,
+            waiting,
+        )
+
+    arrivals = server.gather(deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY)
+    members = [me, *(member(a.message) for a in arrivals)]
+    complete = done(arrivals)  # as many processes as the world has came: a missing rank is claimed by none
+    note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
+    found = verdict(members, strangers=strangers, world_size=expected[0], note=note)
+    wire = found.to_wire()
+    server.answer(lambda _: wire, deadline=deadline + ANSWER_GRACE)
+    return found, found.nodes
+
+
+# -- through the launcher's store (torchrun's agent) ------------------------------------------------------
+
+
+def _meet_in_store(
+    meeting: _Meeting,
+    mine: dict[str, Any],
+    host: str,
+    environ: Mapping[str, str],
+    *,
+    deadline: float,
+    timeout: float,
+) -> tuple[Verdict, tuple[Node, ...] | None]:
+    """Meet as clients of the store the launcher holds on the main endpoint (torchrun's agent store).
+
+    Keys live under the run id and restart count; each process takes a slot from an atomic counter
+    (`add`) and writes its record under it, so a duplicate rank or a second run of the check never
+    overwrites another's record. Slots are dealt in generations of `world_size`: the k-th run of
+    the check in one restart reads slots k*N..k*N+N-1. Rank 0 waits for its generation to fill (or
+    the deadline), judges, and publishes the verdict with `compare_set`, so a duplicate rank 0 cannot
+    replace it.
+    """
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # torch does not list it in __all__
+
+    where = _endpoint(meeting.address, meeting.port)
+    size = meeting.size or env.optional_integer(environ, "WORLD_SIZE", minimum=1) or 1
+    run = environ.get("TORCHELASTIC_RUN_ID", "none")
+    restart = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    prefix = f"cluster-topology/check/{run}/{restart}/"
+    try:
+        store = TCPStore(
+            meeting.address,
+            meeting.port,
+            is_master=False,
+            timeout=timedelta(seconds=max(0.1, deadline - time.monotonic())),
+        )
+        slot = int(store.add(f"{prefix}slots", 1)) - 1
+        generation = f"{prefix}{slot // size}/"
+        store.set(f"{generation}record/{slot}", json.dumps(mine))
+        if meeting.rank != 0:
+            store.set_timeout(timedelta(seconds=max(0.1, deadline - time.monotonic()) + ANSWER_GRACE))
+            store.wait([f"{generation}verdict"])
+            return Verdict.from_wire(json.loads(store.get(f"{generation}verdict"))), None
+        first = slot // size * size
+        started = time.monotonic()
+        next_report = started + PROGRESS_EVERY
+        while True:
+            count = int(store.add(f"{prefix}slots", 0))
+            now = time.monotonic()
+            if count >= first + size or now >= deadline:
+                break
+            if now >= next_report:
+                log.info(
+                    "check: %d of %d processes in the store at %s after %.0f s",
+                    min(count, first + size) - first,
+                    size,
+                    where,
+                    now - started,
+                )
+                next_report = now + PROGRESS_EVERY
+            time.sleep(0.02)
+        keys = [f"{generation}record/{s}" for s in range(first, min(count, first + size))]
+        store.set_timeout(timedelta(seconds=max(0.1, min(2.0, deadline + 1.0 - time.monotonic()))))
+        records = []
+        for key in keys:  # a slot taken a moment ago may not hold its record yet: wait for it, briefly
+            try:
+                store.wait([key])
+            except RuntimeError:
+                continue
+            try:
+                records.append(json.loads(store.get(key)))
+            except ValueError:
+                records.append({"host": "?", "error": {"message": f"store key {key} does not hold a record"}})
+        found = verdict(
+            [member(r) for r in records if isinstance(r, dict)],
+            world_size=size,
+            note=f" within {timeout:g} s in the launcher's store at {where}",
+        )
+        store.compare_set(f"{generation}verdict", "", json.dumps(found.to_wire()))
+    except (RuntimeError, ValueError, OSError) as exc:  # torch's DistStoreError is a RuntimeError
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return (
+            _problem_at_endpoint(
+                meeting,
+                host,
+                "unreachable",
+                "main_address",
+                f"the launcher's store at {where} failed the check: {text}",
+            ),
+            None,
+        )
+    return found, found.nodes

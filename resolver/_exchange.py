@@ -1,0 +1,449 @@
+"""The meeting at the main endpoint: every process sends one record to rank 0, rank 0 answers each.
+
+Used by the preflight (`resolver._check`) and by `cluster-topology exec` (probes/tcp.py answers the
+MPI source's collective with it). Rank 0 listens on `main_port`; every other process connects to
+`main_address:main_port`, retrying with backoff until the deadline (rank 0 may start last).
+
+The protocol, one JSON object per line (never pickle: what arrives is parsed as data):
+
+    rank 0 -> each connection, at once   {"protocol": PROTOCOL, "round": R, "job": J}     the greeting
+    process -> rank 0                    {"protocol": PROTOCOL, "round": R, "job": J, "rank": r, ...}
+    rank 0 -> process                    {"protocol": PROTOCOL, "answer": ...} or {"rejected": why}
+
+The greeting comes first so that a process that reached something else (a squatter on the port,
+another program) knows it at once: it never speaks to a peer that did not greet it. `round` keeps
+two exchanges on one port apart (the check, then `exec`'s collective); `job` is the job's identity,
+so a stale process of another job is turned away, not counted.
+
+Scale: rank 0 serves every connection in one selector loop (a slow or silent connection holds
+nothing but its socket), reads at most `RECORD_LIMIT` bytes from one connection (a record is small;
+a stray connection cannot make rank 0 hold more), and each process gets its own answer, not
+everyone's records: O(N) bytes at rank 0 in and out, with no cap on N.
+
+The port is free again when the exchange ends: rank 0 closes its listener once it has gathered, the
+processes close first after reading their answer (their ephemeral ports keep the TIME_WAIT), and
+rank 0 resets (SO_LINGER 0) the connections that never became members, so that training's own
+rendezvous can bind the port at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+__all__ = ["PROTOCOL", "RECORD_LIMIT", "Arrival", "ExchangeFailed", "Server", "join"]
+
+PROTOCOL = "cluster-topology-exchange/1"
+RECORD_LIMIT = 64 * 1024  # bytes one connection may send rank 0: a record is a few hundred
+GREETING_LIMIT = 64 * 1024  # bytes a process reads before it must have seen rank 0's greeting
+ANSWER_GRACE = 5.0  # seconds a greeted process waits past its deadline: rank 0's may be later
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+class ExchangeFailed(Exception):
+    """The meeting failed for this process. `kind` says how:
+
+    - ``bind``: rank 0 cannot listen on the port (another process holds it);
+    - ``unreachable``: nothing listened at the endpoint until the deadline, or its name does not resolve;
+    - ``foreign``: something at the endpoint did not greet as rank 0 of this exchange does;
+    - ``stranger``: rank 0 there belongs to another job (or turned this process away);
+    - ``unanswered``: rank 0 greeted, then gave no answer by the deadline.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@attrs.frozen
+class Arrival:
+    """One process's message as rank 0 received it (`message` is the parsed JSON object), and its peer."""
+
+    message: Mapping[str, Any]
+    peer: str
+
+
+def _line(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def _reset(conn: socket.socket) -> None:
+    """Close without a TIME_WAIT on rank 0's side of the port."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+    conn.close()
+
+
+class _Conn:
+    __slots__ = ("inbox", "outbox", "peer", "sock", "state")
+
+    def __init__(self, sock: socket.socket, peer: str, greeting: bytes) -> None:
+        self.sock, self.peer = sock, peer
+        self.inbox = bytearray()
+        self.outbox = bytearray(greeting)
+        self.state = "reading"  # reading -> member | dropping
+
+
+class Server:
+    """Rank 0's side: listen on `port` (all addresses), greet every connection, gather, answer.
+
+    `hello` is this exchange's identity (`round`, `job`); the constructor raises `ExchangeFailed`
+    (kind ``bind``) when the port cannot be listened on.
+    """
+
+    def __init__(self, port: int, *, round_: str, job: str | None, backlog: int = 4096) -> None:
+        self.port, self.round, self.job = port, round_, job
+        self._greeting = _line({"protocol": PROTOCOL, "round": round_, "job": job})
+        family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
+        try:
+            self._listener: socket.socket | None = socket.create_server(
+                ("", port), family=family, backlog=backlog, dualstack_ipv6=family == socket.AF_INET6
+            )
+        except OSError as exc:
+            raise ExchangeFailed("bind", f"cannot listen on port {port}: {exc.strerror or exc}") from None
+        self._listener.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._members: list[tuple[_Conn, Arrival]] = []
+        self.dropped = 0  # connections that sent garbage, too much, or were turned away
+
+    # -- gathering -------------------------------------------------------------------------------
+
+    def gather(
+        self,
+        *,
+        deadline: float,
+        admit: Callable[[Mapping[str, Any]], str | None],
+        done: Callable[[list[Arrival]], bool],
+        progress: Callable[[list[Arrival]], None] | None = None,
+        every: float = 5.0,
+    ) -> list[Arrival]:
+        """Serve connections until `done(arrivals)` or the deadline; return the members' messages.
+
+        `admit(message)` returns None to take a well-formed message of this round, or why it is turned
+        away (the process gets ``{"rejected": why}``). `progress(arrivals)` is called every `every` s.
+        """
+        arrivals: list[Arrival] = [a for _, a in self._members]
+        next_report = time.monotonic() + every
+        while not done(arrivals):
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if progress is not None and now >= next_report:
+                progress(arrivals)
+                next_report = now + every
+            wait = min(deadline, next_report if progress is not None else deadline) - now
+            for key, events in self._selector.select(max(0.0, wait)):
+                if key.fileobj is self._listener:
+                    self._accept()
+                    continue
+                conn: _Conn = key.data
+                if events & selectors.EVENT_WRITE:
+                    self._flush(conn)
+                if events & selectors.EVENT_READ and conn.state != "closed":
+                    arrival = self._read(conn, admit)
+                    if arrival is not None:
+                        arrivals.append(arrival)
+        self._stop_listening()
+        return arrivals
+
+    def _accept(self) -> None:
+        while self._listener is not None:
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the peer went away before we took it (ECONNABORTED), or fd exhaustion
+                return
+            sock.setblocking(False)
+            conn = _Conn(sock, f"{address[0]}:{address[1]}", self._greeting)
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._flush(conn)
+
+    def _flush(self, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox) if conn.outbox else 0
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._drop(conn)
+            return
+        del conn.outbox[:sent]
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.modify(conn.sock, events, conn)
+
+    def _read(  # noqa: PLR0911 - each early return is one state of the connection
+        self, conn: _Conn, admit: Callable[[Mapping[str, Any]], str | None]
+    ) -> Arrival | None:
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            chunk = b""
+        if conn.state == "dropping":  # turned away: it reads why, then hangs up first
+            if not chunk:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(conn.sock)
+                conn.state = "closed"
+                conn.sock.close()
+            return None
+        if conn.state == "member":
+            if not chunk:  # a member that hung up early: its record stays, its answer will not arrive
+                conn.state = "gone"
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(conn.sock)
+            return None
+        if not chunk:
+            self._drop(conn)
+            return None
+        conn.inbox += chunk
+        end = conn.inbox.find(b"\n")
+        if end < 0:
+            if len(conn.inbox) > RECORD_LIMIT:
+                self._drop(conn)  # more than any record: garbage, or a hostile peer
+            return None
+        if end > RECORD_LIMIT:
+            self._drop(conn)
+            return None
+        try:
+            message = json.loads(bytes(conn.inbox[:end]))
+        except ValueError:
+            message = None
+        if not (
+            isinstance(message, dict) and message.get("protocol") == PROTOCOL and message.get("round") == self.round
+        ):
+            self._drop(conn)
+            return None
+        why = admit(message)
+        if why is not None:
+            self._turn_away(conn, why)
+            return None
+        conn.state = "member"
+        conn.inbox.clear()
+        arrival = Arrival(message, conn.peer)
+        self._members.append((conn, arrival))
+        return arrival
+
+    def _turn_away(self, conn: _Conn, why: str) -> None:
+        self.dropped += 1
+        conn.state = "dropping"
+        conn.outbox += _line({"protocol": PROTOCOL, "rejected": why})
+        self._flush(conn)
+
+    def _drop(self, conn: _Conn) -> None:
+        if conn.state == "reading":
+            self.dropped += 1
+        conn.state = "closed"
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn.sock)
+        _reset(conn.sock)
+
+    def _stop_listening(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+
+    # -- answering -------------------------------------------------------------------------------
+
+    def answer(self, reply: Callable[[Arrival], Any], *, deadline: float) -> None:
+        """Send each member `{"answer": reply(arrival)}`, wait (until `deadline`) for each to hang up
+        first, then close everything. Connections that never became members are reset."""
+        self._stop_listening()
+        waiting: dict[socket.socket, _Conn] = {}
+        for key in list(self._selector.get_map().values()):
+            conn = key.data
+            if conn.state not in ("member", "gone"):
+                self._drop(conn)
+        for conn, arrival in self._members:
+            if conn.state == "gone":
+                conn.sock.close()
+                continue
+            conn.outbox += _line({"protocol": PROTOCOL, "answer": reply(arrival)})
+            conn.state = "answering"
+            waiting[conn.sock] = conn
+            self._flush_answer(conn)
+        while waiting and time.monotonic() < deadline:
+            for key, events in self._selector.select(max(0.0, deadline - time.monotonic())):
+                conn = key.data
+                if events & selectors.EVENT_WRITE:
+                    self._flush_answer(conn)
+                if events & selectors.EVENT_READ:
+                    try:
+                        chunk = conn.sock.recv(4096)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        chunk = b""
+                    if not chunk:  # the process hung up first: its side keeps the TIME_WAIT
+                        waiting.pop(conn.sock, None)
+                        with contextlib.suppress(KeyError, ValueError):
+                            self._selector.unregister(conn.sock)
+                        conn.sock.close()
+        for conn in waiting.values():
+            _reset(conn.sock)
+        self.close()
+
+    def _flush_answer(self, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox) if conn.outbox else 0
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            sent = len(conn.outbox)
+        del conn.outbox[:sent]
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.modify(conn.sock, events, conn)
+
+    def close(self) -> None:
+        """Close the listener and every connection (reset: none of them is owed anything now)."""
+        self._stop_listening()
+        registered = self._selector.get_map()
+        if registered is None:  # closed already
+            return
+        for key in list(registered.values()):
+            if key.data is not None:
+                _reset(key.data.sock)
+        for conn, _ in self._members:
+            if conn.sock.fileno() >= 0:
+                _reset(conn.sock)
+        self._selector.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- a process's side ----------------------------------------------------------------------------------
+
+
+def _read_line(sock: socket.socket, deadline: float, limit: int) -> bytes | None:
+    """One line (without its newline), None at end of stream; TimeoutError at the deadline."""
+    data = bytearray()
+    while True:
+        end = data.find(b"\n")
+        if end >= 0:
+            return bytes(data[:end])
+        if len(data) > limit:
+            raise ValueError(f"more than {limit} bytes without a newline")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+
+
+def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, greeting, record, answer
+    address: str,
+    port: int,
+    message: Mapping[str, Any],
+    *,
+    round_: str,
+    job: str | None,
+    deadline: float,
+    answer_limit: int = RECORD_LIMIT,
+    strict_job: bool = True,
+) -> Any:
+    """Connect to rank 0 at `address:port` (retrying with backoff until `deadline`), send `message`
+    and return rank 0's answer. Raises `ExchangeFailed`.
+
+    A greeting of another round (the previous exchange on this port, still closing) is retried; one
+    of another job is a ``stranger`` failure when `strict_job` and both jobs are known.
+    """
+    where = f"{address}:{port}"
+    line = _line({**message, "protocol": PROTOCOL, "round": round_, "job": job})
+    delay = 0.01
+    last = "nothing answered"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ExchangeFailed("unreachable", f"nothing listened at {where} until the deadline ({last})")
+        try:
+            sock = socket.create_connection((address, port), timeout=min(remaining, 10.0))
+        except socket.gaierror as exc:
+            raise ExchangeFailed("unreachable", f"{address!r} does not resolve: {exc.strerror or exc}") from None
+        except OSError as exc:
+            last = exc.strerror or str(exc)
+            time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))  # noqa: S311
+            delay = min(0.5, delay * 2)
+            continue
+        with sock:
+            try:
+                greeting = _read_line(sock, deadline, GREETING_LIMIT)
+            except TimeoutError:
+                raise ExchangeFailed(
+                    "foreign",
+                    f"something at {where} accepted the connection but never sent the check's greeting "
+                    "(another program holds the port?)",
+                ) from None
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, ValueError):
+                    raise ExchangeFailed("foreign", f"something at {where} sent {exc}, not a greeting") from None
+                last = f"the connection was reset before a greeting ({exc.strerror or exc})"
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(0.5, delay * 2)
+                continue
+            if greeting is None:  # a listener that is closing (the last round's), or refused us: retry
+                last = "the connection closed before a greeting"
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(0.5, delay * 2)
+                continue
+            hello = _parse(greeting)
+            if hello is None or hello.get("protocol") != PROTOCOL:
+                raise ExchangeFailed(
+                    "foreign", f"something at {where} answered {greeting[:80]!r}, not the check's greeting"
+                )
+            if hello.get("round") != round_:
+                last = f"rank 0 there was in round {hello.get('round')!r}, not {round_!r}"
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(0.5, delay * 2)
+                continue
+            theirs = hello.get("job")
+            if strict_job and job is not None and theirs is not None and theirs != job:
+                raise ExchangeFailed(
+                    "stranger", f"the process listening at {where} belongs to job {theirs!r}, this one to {job!r}"
+                )
+            try:
+                sock.sendall(line)
+                reply = _read_line(sock, deadline + ANSWER_GRACE, answer_limit)
+            except TimeoutError:
+                raise ExchangeFailed("unanswered", f"rank 0 at {where} greeted but did not answer in time") from None
+            except (OSError, ValueError) as exc:
+                raise ExchangeFailed("unanswered", f"the exchange with rank 0 at {where} failed: {exc}") from None
+        if reply is None:
+            raise ExchangeFailed("unanswered", f"rank 0 at {where} closed the exchange without an answer")
+        parsed = _parse(reply)
+        if parsed is None:
+            raise ExchangeFailed("foreign", f"rank 0 at {where} answered {reply[:80]!r}, not JSON")
+        if "rejected" in parsed:
+            raise ExchangeFailed("stranger", f"rank 0 at {where} turned this process away: {parsed['rejected']}")
+        if "answer" not in parsed:
+            raise ExchangeFailed("foreign", f"rank 0 at {where} answered {reply[:80]!r} without an answer")
+        return parsed["answer"]
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,215 @@
+"""resolver/_exchange.py: rank 0 serves every connection at once, bounded, and answers each process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from resolver._check import check
+from resolver._exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
+from resolver.testing import torchrun_job
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(port: int, size: int, deadline: float, out: dict[str, Any]) -> None:
+    with Server(port, round_="t", job="j") as server:
+        arrivals = server.gather(deadline=deadline, admit=lambda m: None, done=lambda got: len(got) >= size - 1)
+        out["arrivals"] = arrivals
+        out["dropped"] = server.dropped
+        server.answer(lambda a: {"you": a.message["rank"]}, deadline=deadline + 2)
+
+
+def test_each_process_gets_its_own_answer_and_rank_0_may_start_last() -> None:
+    port, size = free_port(), 8
+    answers: list[Any] = [None] * size
+    deadline = time.monotonic() + 10
+
+    def client(rank: int) -> None:
+        answers[rank] = join("127.0.0.1", port, {"rank": rank}, round_="t", job="j", deadline=deadline)
+
+    threads = [threading.Thread(target=client, args=(r,)) for r in range(1, size)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # every process is already retrying when rank 0 starts listening
+    out: dict[str, Any] = {}
+    serve(port, size, deadline, out)
+    for t in threads:
+        t.join(20)
+    assert answers[1:] == [{"you": r} for r in range(1, size)]
+
+
+def test_a_silent_connection_and_8_mib_of_garbage_delay_nobody() -> None:
+    """The issue's bound: 64 processes plus a silent connection and 8 MiB of garbage, in under 5 s."""
+    port, size = free_port(), 64
+    job = torchrun_job(nproc_per_node=size, master_addr="127.0.0.1", master_port=port)
+    envs = []
+    for p in job:
+        e = dict(p.environ)
+        e.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        envs.append(e)
+    reports: list[Any] = [None] * size
+    started = time.monotonic()
+
+    def run(i: int) -> None:
+        reports[i] = check(envs[i], job.processes[i].probes(), timeout=20)
+
+    zero = threading.Thread(target=run, args=(0,))
+    zero.start()
+    silent = _connect(port)
+    garbage = _connect(port)
+
+    def spew() -> None:
+        chunk = b"\x00garbage" * 8192
+        try:
+            for _ in range((8 << 20) // len(chunk)):
+                garbage.sendall(chunk)
+        except OSError:
+            pass  # rank 0 cut it off after RECORD_LIMIT bytes: as it should
+
+    spewer = threading.Thread(target=spew)
+    spewer.start()
+    others = [threading.Thread(target=run, args=(i,)) for i in range(1, size)]
+    for t in others:
+        t.start()
+    for t in [zero, *others, spewer]:
+        t.join(30)
+    elapsed = time.monotonic() - started
+    silent.close()
+    garbage.close()
+    assert all(r is not None and r.ok for r in reports), [r.problems for r in reports if r is not None and not r.ok]
+    assert elapsed < 5.0, elapsed
+
+
+def _connect(port: int) -> socket.socket:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ConnectionRefusedError):
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        time.sleep(0.01)
+    raise AssertionError(f"nothing listened on port {port} within 5 s")
+
+
+def _send_until_refused(sock: socket.socket, most: int) -> int:
+    """Bytes sent before the peer reset the connection (fails if it never did)."""
+    sent = 0
+    while sent < most:
+        try:
+            sock.sendall(b"x" * 65536)
+        except OSError:
+            return sent
+        sent += 65536
+        time.sleep(0.001)
+    raise AssertionError(f"{most} bytes went through: rank 0 did not cut the connection off")
+
+
+def test_a_connection_may_send_one_record_not_more() -> None:
+    port = free_port()
+    out: dict[str, Any] = {}
+    server = threading.Thread(target=serve, args=(port, 2, time.monotonic() + 3, out))
+    server.start()
+    hog = _connect(port)
+    greeting = hog.recv(4096)
+    assert json.loads(greeting) == {"protocol": PROTOCOL, "round": "t", "job": "j"}
+    sent = _send_until_refused(hog, 64 * RECORD_LIMIT)
+    hog.close()
+    assert sent <= 32 * RECORD_LIMIT  # the kernel's buffers, not rank 0's memory, took the rest
+    server.join(10)
+    assert out["arrivals"] == [] and out["dropped"] == 1
+
+
+def test_what_arrives_is_json_never_pickle() -> None:
+    import pickle
+
+    port = free_port()
+    out: dict[str, Any] = {}
+    server = threading.Thread(target=serve, args=(port, 2, time.monotonic() + 1.5, out))
+    server.start()
+    evil = _connect(port)
+    evil.recv(4096)
+    evil.sendall(pickle.dumps({"protocol": PROTOCOL, "round": "t"}) + b"\n")
+    with contextlib.suppress(ConnectionResetError):  # dropped, with a reset: no TIME_WAIT on rank 0's side
+        assert evil.recv(4096) == b""
+    evil.close()
+    server.join(10)
+    assert out["arrivals"] == [] and out["dropped"] == 1
+
+
+@pytest.mark.parametrize(
+    ("hello", "kind"),
+    [
+        (b"SSH-2.0-OpenSSH_9.2\r\n", "foreign"),
+        (json.dumps({"protocol": "cluster-topology-exchange/0", "round": "t"}).encode() + b"\n", "foreign"),
+        (None, "foreign"),  # accepts and never speaks
+    ],
+)
+def test_a_process_never_speaks_to_a_peer_that_did_not_greet_it(hello: bytes | None, kind: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = squatter.getsockname()[1]
+        got: list[bytes] = []
+
+        def squat() -> None:
+            conn, _ = squatter.accept()
+            with conn:
+                if hello is not None:
+                    conn.sendall(hello)
+                conn.settimeout(1.5)
+                with contextlib.suppress(OSError):
+                    got.append(conn.recv(4096))
+
+        t = threading.Thread(target=squat)
+        t.start()
+        with pytest.raises(ExchangeFailed) as failed:
+            join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=time.monotonic() + 1.0)
+        t.join(10)
+    assert failed.value.kind == kind
+    assert got in ([], [b""])  # nothing of the record was sent to it
+
+
+def test_a_stale_process_of_another_job_is_turned_away() -> None:
+    port = free_port()
+    deadline = time.monotonic() + 3
+
+    def admit(message: Mapping[str, Any]) -> str | None:
+        return None if message.get("job") == "j" else f"job {message.get('job')!r} is not 'j'"
+
+    result: dict[str, Any] = {}
+
+    def root() -> None:
+        with Server(port, round_="t", job="j") as server:
+            result["arrivals"] = server.gather(deadline=deadline, admit=admit, done=lambda got: len(got) >= 1)
+            server.answer(lambda a: "ok", deadline=deadline)
+
+    t = threading.Thread(target=root)
+    t.start()
+    with pytest.raises(ExchangeFailed, match="turned this process away: job 'old' is not 'j'"):
+        join("127.0.0.1", port, {"rank": 1}, round_="t", job="old", deadline=deadline, strict_job=False)
+    assert join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=deadline) == "ok"
+    t.join(10)
+    assert len(result["arrivals"]) == 1
+
+
+def test_nothing_listening_is_a_deadline_naming_the_endpoint() -> None:
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(ExchangeFailed, match=rf"nothing listened at 127\.0\.0\.1:{port} until the deadline") as e:
+        join("127.0.0.1", port, {}, round_="t", job=None, deadline=started + 0.5)
+    assert e.value.kind == "unreachable" and time.monotonic() - started < 1.5
+
+
+def test_an_address_that_does_not_resolve_fails_at_once() -> None:
+    started = time.monotonic()
+    with pytest.raises(ExchangeFailed, match="does not resolve") as e:
+        join("no-such-host.invalid", 29500, {}, round_="t", job=None, deadline=started + 10)
+    assert e.value.kind == "unreachable" and time.monotonic() - started < 5
