@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from resolver._exchange import Arrival, ExchangeFailed, Server, join
+from probes.exchange import Arrival, ExchangeFailed, Server, join
 from resolver.errors import ProbeFailed
 
 __all__ = ["TcpComm"]

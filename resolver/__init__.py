@@ -37,7 +37,7 @@ from resolver.topology import SCHEMA, Topology, topology_schema
 if _typing.TYPE_CHECKING:
     from resolver._check import CheckReport, check
 
-__version__ = "0.1.0"
+from resolver._version import __version__
 
 __all__ = [
     "SCHEMA",

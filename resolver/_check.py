@@ -37,7 +37,7 @@ import attrs
 
 from resolver import environ as env
 from resolver._detect import resolve
-from resolver._exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join
+from probes.exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join
 from resolver.errors import TopologyError
 from resolver.topology import Topology
 
@@ -94,7 +94,7 @@ def record(
     topology: Topology | None, host: str, *, error: TopologyError | None = None, rank: int | None = None
 ) -> dict[str, Any]:
     """What one process sends rank 0: JSON-safe, a few hundred bytes."""
-    from resolver import __version__
+    from resolver._version import __version__
 
     out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid()}
     if topology is not None:
@@ -774,7 +774,7 @@ def _greets(port: int) -> bool:
     """Whether the process holding `port` on this host greets as rank 0 of a check does (2 s at most)."""
     import socket
 
-    from resolver._exchange import PROTOCOL
+    from probes.exchange import PROTOCOL
 
     with socket.create_connection(("localhost", port), timeout=2.0) as sock:
         data = b""

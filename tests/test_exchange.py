@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from resolver._check import check
-from resolver._exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
+from probes.exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
 from resolver.testing import torchrun_job
 
 
