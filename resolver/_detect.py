@@ -180,8 +180,7 @@ def resolve(
     """
     if not isinstance(strict, bool) or not isinstance(allow_loopback, bool):
         raise TypeError(f"strict and allow_loopback are bools, got {strict!r} and {allow_loopback!r}")
-    if not isinstance(environ, Mapping):
-        raise TypeError(f"environ must be a Mapping[str, str], got {type(environ).__name__}")
+    env.check_environ(environ)
     chosen, notes = _choose(environ, source)
     if probes is None:
         probes = cast("Probes", _LiveOnFirstUse())  # answers every probe question as the live bundle does

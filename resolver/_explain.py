@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver._detect import _as_detection, _choose, registered
+from resolver.environ import check_environ
 from resolver.sources import Detection, Source
 from resolver.sources._registry import DEFAULT
 
@@ -69,6 +70,7 @@ def explain(
     environ: Mapping[str, str], probes: Probes | None = None, *, source: str | Source | None = None
 ) -> Explanation:
     """Why `resolve(environ, probes, source=source)` picks the source it picks. Asks no probe."""
+    check_environ(environ)
     candidates = tuple(
         Candidate(candidate.name, candidate.auto, _as_detection(candidate.detect(environ)))
         for candidate in registered()

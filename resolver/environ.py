@@ -16,6 +16,7 @@ __all__ = [
     "Environ",
     "address",
     "check_address",
+    "check_environ",
     "check_integer",
     "check_port",
     "integer",
@@ -48,6 +49,29 @@ _ADDRESS_EXPECTED = (
     "a host name (RFC 1123 labels: letters, digits, inner '-', joined by '.'), an IPv4 address, "
     "or an IPv6 address (brackets allowed; a %zone only on a link-local fe80::/10 address)"
 )
+
+
+def check_environ(environ: object) -> None:
+    """`TypeError` unless `environ` is a mapping; `InvalidVariable` naming the first entry that is not
+    str -> str (a dict fixture's `{"WORLD_SIZE": 8}`): environment values are strings, as in os.environ."""
+    if not isinstance(environ, Mapping):
+        raise TypeError(f"environ must be a Mapping[str, str], got {type(environ).__name__}")
+    for name, value in environ.items():
+        if not isinstance(name, str):
+            raise InvalidVariable(
+                repr(name), value, f"a str name: environment names are strings, not {type(name).__name__}"
+            )
+        if not isinstance(value, str):
+            hint = (
+                f"; write {name}={str(value)!r}"
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else ""
+            )
+            raise InvalidVariable(
+                name,
+                value,
+                f"a str, not {type(value).__name__}: environment values are strings, as in os.environ{hint}",
+            )
 
 
 def present(environ: Environ, *names: str) -> tuple[str, ...]:

@@ -103,3 +103,25 @@ def test_huge_values_are_shortened_in_messages() -> None:
     with pytest.raises(InvalidVariable) as info:
         environ.integer({"RANK": "1" * 100_000}, "RANK")
     assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize("value", [8, 8.0, None, b"8", True, ["8"]])
+def test_a_value_that_is_not_a_str_is_named_with_its_type(value: object) -> None:
+    """A dict fixture's `{"WORLD_SIZE": 8}` (issue 27): a TopologyError naming the variable and the type."""
+    import resolver
+
+    for call in (resolver.resolve, resolver.explain):
+        with pytest.raises(resolver.InvalidVariable) as info:
+            call({"RANK": "0", "WORLD_SIZE": value})  # type: ignore[dict-item]
+        assert info.value.variable == "WORLD_SIZE"
+        assert type(value).__name__ in str(info.value)
+        assert "environment values are strings, as in os.environ" in str(info.value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        assert "write WORLD_SIZE='8'" in str(info.value)
+
+
+def test_a_name_that_is_not_a_str_is_named() -> None:
+    import resolver
+
+    with pytest.raises(resolver.InvalidVariable, match="environment names are strings, not int"):
+        resolver.resolve({1: "x"})  # type: ignore[dict-item]
