@@ -61,7 +61,7 @@ CONFIG_DIR = "/opt/ml/input/config"
 CONFIG_FILE = "resourceconfig.json"
 DEFAULT_PORT = 7777  # sagemaker-training-toolkit's torchrun launcher
 CANDIDATES = entry(NAME).candidates  # SM_HOSTS or SM_CURRENT_HOST: the toolkit's, in every container
-T = TypeVar("T")
+_T = TypeVar("_T")
 _HOSTS = 'a JSON list of distinct host names such as ["algo-1", "algo-2"]'
 
 
@@ -135,11 +135,11 @@ class SageMaker:
 
 
 @attrs.frozen
-class _Read(Generic[T]):
+class _Read(Generic[_T]):
     """A value of the hosts or this host, with where it came from: `name` for an error (the variable, or
     the file's field), `words` for a formula, and the variables it was read from."""
 
-    value: T
+    value: _T
     name: str
     words: str
     variables: tuple[str, ...] = ()
