@@ -67,6 +67,8 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.skypilot_env, rt.SkyPilotLaunch, {"node"}),
     (rt.dstack_job, rt.DstackLaunch, set()),
     (rt.dstack_env, rt.DstackLaunch, {"node"}),
+    (rt.lws_job, rt.LwsLaunch, set()),
+    (rt.lws_env, rt.LwsLaunch, {"node"}),
 ]
 
 
@@ -114,6 +116,7 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
         kubeflow,
         kubeflow_trainer,
         lsf,
+        lws,
         mpich,
         openmpi,
         pbs,
@@ -127,7 +130,7 @@ def test_every_builder_of_a_launcher_module_is_exported() -> None:
     )
 
     launchers = (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs)
-    platforms = (kubeflow_trainer, aws_batch, sagemaker, skypilot, dstack, vertex, volcano, azureml, tpu_vm)
+    platforms = (kubeflow_trainer, aws_batch, sagemaker, skypilot, dstack, vertex, volcano, azureml, tpu_vm, lws)
     for module in (*launchers, gridengine, *platforms):
         assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
     assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
