@@ -94,6 +94,20 @@ def _device_names(instance: object, attribute: attrs.Attribute[Any], value: tupl
         raise InvalidTopology(attribute.name, value, "each device once")
 
 
+def _hostnames(value: object) -> tuple[str, ...] | None:
+    """None, or a sequence of host names kept as a tuple."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidTopology("hostnames", value, "None or a sequence of host names, one per node")
+    return tuple(value)
+
+
+def _host_names(instance: object, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
+    if value is not None and not (value and all(is_address(name) for name in value)):
+        raise InvalidTopology(attribute.name, value, "host names or IP addresses, one per node, in node-rank order")
+
+
 def _warnings(value: object) -> tuple[str, ...]:
     """Any iterable of strings, kept as a tuple (an iterator is read once, not dropped)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
@@ -129,6 +143,11 @@ class Topology:
     them, as the visibility variable spells them (indexes, UUIDs, MIG ids); `local_device` is the
     one it should use, as an index into that list (the ordinal `torch.cuda.set_device` takes).
     Either is None when nothing can tell (see resolver/_devices.py).
+
+    `hostnames` are the job's hosts in node-rank order (host `node_rank` is this process's), when the
+    source knows them (SLURM's node list, a scheduler's host file, a platform's host list); None
+    otherwise. `is_main` (global rank 0) and `is_local_main` (local rank 0) are derived; `to_dict`
+    writes them too, and `from_dict` refuses a record whose values disagree with its ranks.
     """
 
     source: str = attrs.field(validator=_source)
@@ -150,6 +169,7 @@ class Topology:
     restart_count: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
     visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=_devices, validator=_device_names)
     local_device: int | None = attrs.field(default=None, validator=attrs.validators.optional(_int_at_least(0)))
+    hostnames: tuple[str, ...] | None = attrs.field(default=None, converter=_hostnames, validator=_host_names)
     provenance: Mapping[str, Origin] = attrs.field(
         factory=dict, converter=_freeze_provenance, validator=_provenance, hash=False, repr=False
     )
@@ -188,12 +208,32 @@ class Topology:
                     f"an index into visible_devices ({count})",
                     fields=("visible_devices",),
                 )
+        if self.hostnames is not None:
+            nodes = len(self.hostnames)
+            if self.num_nodes is not None and nodes != self.num_nodes:
+                raise InvalidTopology(
+                    "hostnames", self.hostnames, f"one host per node ({self.num_nodes})", fields=("num_nodes",)
+                )
+            if self.node_rank >= nodes:
+                raise InvalidTopology(
+                    "node_rank", self.node_rank, f"< the number of hostnames ({nodes})", fields=("hostnames",)
+                )
         if self.num_nodes is not None and self.num_nodes > self.world_size:
             raise InvalidTopology(
                 "num_nodes", self.num_nodes, f"<= world_size ({self.world_size})", fields=("world_size",)
             )
 
     __repr__ = _repr
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is the job's main process: global rank 0."""
+        return self.global_rank == 0
+
+    @property
+    def is_local_main(self) -> bool:
+        """Whether this is its node's main process: local rank 0."""
+        return self.local_rank == 0
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle (and copy) through `to_dict`/`from_dict`: the record crosses to spawned workers re-validated."""
@@ -208,9 +248,10 @@ class Topology:
             value = getattr(self, name)
             if name == "provenance":
                 value = {field: origin.to_dict() for field, origin in value.items()}
-            elif name == "warnings" or (name == "visible_devices" and value is not None):
+            elif name == "warnings" or (name in ("visible_devices", "hostnames") and value is not None):
                 value = list(value)
             out[name] = value
+        out["is_main"], out["is_local_main"] = self.is_main, self.is_local_main
         return out
 
     @classmethod
@@ -224,23 +265,28 @@ class Topology:
         if schema == 1 and ("visible_devices" in data or "local_device" in data):
             field = "visible_devices" if "visible_devices" in data else "local_device"
             raise InvalidTopology(field, data[field], "no device fields in a schema 1 record")
-        unknown = sorted(set(data) - set(_FIELD_NAMES) - {"schema"})
+        unknown = sorted(set(data) - set(_FIELD_NAMES) - {"schema", *_DERIVED})
         if unknown:
             raise InvalidTopology(unknown[0], data[unknown[0]], f"one of the fields {', '.join(_FIELD_NAMES)}")
-        fields = {k: v for k, v in data.items() if k != "schema"}
+        fields = {k: v for k, v in data.items() if k != "schema" and k not in _DERIVED}
         if "provenance" in fields:
             fields["provenance"] = _origins(fields["provenance"], legacy=schema < 3)
         if "warnings" in fields and not isinstance(fields["warnings"], (list, tuple)):
             raise InvalidTopology("warnings", fields["warnings"], "a list of strings")
-        visible = fields.get("visible_devices")
-        if visible is not None and not isinstance(visible, (list, tuple)):
-            raise InvalidTopology("visible_devices", visible, "null or a list of strings")
+        for name in ("visible_devices", "hostnames"):
+            listed = fields.get(name)
+            if listed is not None and not isinstance(listed, (list, tuple)):
+                raise InvalidTopology(name, listed, "null or a list of strings")
         try:
-            return cls(**fields)
+            record = cls(**fields)
         except TopologyError:
             raise
         except TypeError as exc:  # a required field missing
             raise InvalidTopology("<record>", sorted(fields), f"all required fields ({exc})") from None
+        for name in _DERIVED:
+            if name in data and data[name] is not getattr(record, name):
+                raise InvalidTopology(name, data[name], f"{getattr(record, name)}, as the record's ranks say")
+        return record
 
     def to_json(self, **kw: Any) -> str:
         import json  # lazily: a resolve that is never serialized should not pay for json
@@ -293,6 +339,7 @@ class Topology:
 
 
 _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Topology))
+_DERIVED = ("is_main", "is_local_main")  # written by to_dict, checked by from_dict
 
 
 def _origins(data: object, *, legacy: bool) -> dict[str, Origin]:

@@ -29,7 +29,8 @@ VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 def test_the_schema_is_a_valid_2020_12_schema_of_every_field() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     fields = [field.name for field in attrs.fields(Topology)]
-    assert SCHEMA["required"] == ["schema", *fields] == list(SCHEMA["properties"])
+    derived = ["is_main", "is_local_main"]  # written by to_dict from the ranks
+    assert SCHEMA["required"] == ["schema", *fields, *derived] == list(SCHEMA["properties"])
     assert SCHEMA["properties"]["schema"]["const"] == resolver.SCHEMA
     # the pattern is the characters of is_address (the full rule is Python's): brackets are not among them
     address = re.compile(SCHEMA["properties"]["main_address"]["pattern"])
@@ -109,4 +110,4 @@ def test_the_schema_function_lives_next_to_the_record() -> None:
     assert resolver.topology_schema is resolver.topology.topology_schema
     assert resolver.schema.topology_schema is resolver.topology_schema is resolver.testing.topology_schema
     fields = {a.name for a in attrs.fields(resolver.Topology)}
-    assert resolver.topology_schema()["properties"].keys() == {"schema", *fields}
+    assert resolver.topology_schema()["properties"].keys() == {"schema", *fields, "is_main", "is_local_main"}

@@ -268,9 +268,35 @@ def test_repr_names_every_shown_field_in_order() -> None:
         "Topology(source='slurm', world_size=4, global_rank=1, local_rank=1, node_rank=0, num_nodes=None, "
         "local_world_size=None, nproc_per_node=None, main_address='node1', main_port=29500, "
         "creates_processes_externally=False, job_id=None, job_name=None, step_id=None, array_job_id=None, "
-        "array_task_id=None, restart_count=None, visible_devices=('0', '1'), local_device=1)"
+        "array_task_id=None, restart_count=None, visible_devices=('0', '1'), local_device=1, hostnames=None)"
     )
     detection = resolver.Detection(True, "SLURM_NTASKS is set", ["SLURM_NTASKS"])
     assert repr(detection) == (
         "Detection(matched=True, reason='SLURM_NTASKS is set', variables=('SLURM_NTASKS',), warning=None)"
     )
+
+
+def test_main_and_local_main_are_derived_and_kept_honest_in_json() -> None:
+    node = Topology(source="slurm", world_size=4, global_rank=2, local_rank=0, node_rank=1, num_nodes=2)
+    assert (node.is_main, node.is_local_main) == (False, True)
+    data = node.to_dict()
+    assert (data["is_main"], data["is_local_main"]) == (False, True)
+    assert Topology.from_dict(data) == node
+    with pytest.raises(InvalidTopology) as info:
+        Topology.from_dict({**data, "is_main": True})
+    assert info.value.field == "is_main"
+
+
+def test_hostnames_are_one_per_node_in_node_rank_order() -> None:
+    t = Topology(
+        source="slurm", world_size=4, global_rank=3, local_rank=1, node_rank=1, num_nodes=2, hostnames=["a", "b"]
+    )
+    assert t.hostnames == ("a", "b") and t.hostnames[t.node_rank] == "b"
+    assert Topology.from_json(t.to_json()) == t
+    for bad, field in ((["a"], "hostnames"), (["a", "b c"], "hostnames"), ([], "hostnames"), ("ab", "hostnames")):
+        with pytest.raises(InvalidTopology) as info:
+            Topology(source="slurm", world_size=4, global_rank=3, local_rank=1, node_rank=1, num_nodes=2, hostnames=bad)
+        assert info.value.field == field
+    with pytest.raises(InvalidTopology) as info:
+        Topology(source="x", world_size=4, global_rank=3, local_rank=1, node_rank=2, hostnames=["a", "b"])
+    assert info.value.field == "node_rank"

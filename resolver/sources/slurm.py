@@ -281,6 +281,8 @@ class Slurm:
         try:
             hosts = hostlist.count(nodelist)
             head = hostlist.first(nodelist)
+            if hosts <= hostlist.DEFAULT_LIMIT:  # node ids index the list, as srun numbers nodes
+                b.formula("hostnames", tuple(hostlist.expand(nodelist)), f"hosts of {nodelist_var}", nodelist_var)
         except HostlistSyntaxError as exc:
             raise exc.for_variable(nodelist_var) from None
         nodes_var = _scoped(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES")

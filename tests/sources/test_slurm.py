@@ -388,3 +388,13 @@ def test_a_host_count_too_large_to_print_is_still_a_topology_error(drop: tuple[s
 def test_device_binding_reads_srun_gpu_bind(value: str, binding: DeviceBinding | None) -> None:
     assert slurm.device_binding({"SLURMD_TRES_BIND": value}) == binding
     assert slurm.device_binding({}) is None
+
+
+def test_hostnames_are_the_step_s_nodes_in_node_id_order() -> None:
+    """SLURM_NODEID indexes the step's node list, also under an arbitrary distribution (captured)."""
+    from resolver.testing import slurm_env
+
+    env = slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)
+    t = resolver.resolve(env, probes.fake())
+    assert t.hostnames == ("ci1", "ci2") and t.hostnames[t.node_rank] == "ci2"
+    assert t.provenance["hostnames"].variables == ("SLURM_STEP_NODELIST",)
