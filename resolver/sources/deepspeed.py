@@ -32,17 +32,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver import environ as env
+from resolver.errors import MissingVariable
 from resolver.sources import Builder, Detection
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["DETECTION_VARIABLES", "NAME", "VARIABLES", "DeepSpeed"]
+__all__ = ["NAME", "VARIABLES", "DeepSpeed"]
 
 NAME = "deepspeed"
-DETECTION_VARIABLES = ("CROSS_RANK", "CROSS_SIZE")
+CANDIDATES = entry(NAME).candidates  # CROSS_RANK and CROSS_SIZE
 # (field, variable, what DeepSpeed means by it, minimum)
 VARIABLES = (
     ("world_size", "WORLD_SIZE", "the number of workers on all nodes", 1),
@@ -53,7 +54,12 @@ VARIABLES = (
     ("num_nodes", "CROSS_SIZE", "the number of nodes", 1),
 )
 _SET_BY = "set by DeepSpeed's launcher for every worker"
-_NOT_MATCHED = "not a DeepSpeed worker: CROSS_RANK and CROSS_SIZE are not set"
+
+
+def _required(environ: Mapping[str, str], variable: str, what: str) -> None:
+    """DeepSpeed writes every one of its variables: a missing one says so, and what it would have held."""
+    if variable not in environ:
+        raise MissingVariable(variable, f"{what}, {_SET_BY}", source=NAME)
 
 
 class DeepSpeed:
@@ -63,25 +69,23 @@ class DeepSpeed:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *DETECTION_VARIABLES)
-        if len(found) == len(DETECTION_VARIABLES):
-            return Detection(
-                True, "CROSS_RANK and CROSS_SIZE are set (written only by deepspeed.launcher.launch)", found
-            )
-        if not found:
-            return Detection(False, _NOT_MATCHED)
+        declined = CANDIDATES.unmet(environ, "a DeepSpeed worker")
+        if declined is not None:
+            return declined
         return Detection(
-            False, f"not a DeepSpeed worker: {found[0]} is set without the other of CROSS_RANK/CROSS_SIZE", found
+            True,
+            "CROSS_RANK and CROSS_SIZE are set (written only by deepspeed.launcher.launch)",
+            CANDIDATES.present(environ),
         )
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         for field, variable, what, minimum in VARIABLES:
-            env.text(environ, variable, source=NAME, expected=f"{what}, {_SET_BY}")
-            b.env(field, env.integer(environ, variable, minimum=minimum, source=NAME), variable)
-        for variable, what in (("MASTER_ADDR", "--master_addr"), ("MASTER_PORT", "--master_port")):
-            env.text(environ, variable, source=NAME, expected=f"the main endpoint's {what}, {_SET_BY}")
-        b.optional_address("MASTER_ADDR")
-        b.optional_port("MASTER_PORT")
-        b.set("creates_processes_externally", True, "source:deepspeed: its launcher starts every worker")
+            _required(environ, variable, what)
+            b.integer(field, variable, minimum=minimum)
+        _required(environ, "MASTER_ADDR", "the main endpoint's --master_addr")
+        _required(environ, "MASTER_PORT", "the main endpoint's --master_port")
+        b.address("MASTER_ADDR")
+        b.port("MASTER_PORT")
+        b.rule("creates_processes_externally", True, "deepspeed: its launcher starts every worker")
         return b.build()

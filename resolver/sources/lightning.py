@@ -6,16 +6,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver.errors import ProbeFailed
-from resolver.sources import Builder, Detection
+from resolver.sources import LOCAL_ADDRESS, Builder, Detection, Origin
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["DEFAULT_ADDRESS", "NAME", "Lightning"]
+__all__ = ["NAME", "Lightning"]
 
 NAME = "lightning"
-DEFAULT_ADDRESS = "127.0.0.1"
 
 
 class Lightning:
@@ -30,27 +29,29 @@ class Lightning:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         external = "LOCAL_RANK" in environ
-        b.set(
-            "creates_processes_externally",
-            external,
-            "env:LOCAL_RANK" if external else "default:False (LOCAL_RANK unset: this process spawns workers)",
-        )
-        for field, var, minimum, default in (
+        if external:
+            b.set("creates_processes_externally", True, Origin.env("LOCAL_RANK"))
+        else:
+            b.default("creates_processes_externally", False, "False (LOCAL_RANK unset: this process spawns workers)")
+        for field, variable, minimum, default in (
             ("world_size", "WORLD_SIZE", 1, 1),
             ("global_rank", "RANK", 0, 0),
             ("local_rank", "LOCAL_RANK", 0, 0),
         ):
-            if b.optional_int(field, var, minimum=minimum) is None:
-                b.set(field, default, f"default:{default}")
-        if b.optional_int("node_rank", "NODE_RANK") is None and b.optional_int("node_rank", "GROUP_RANK") is None:
-            b.set("node_rank", 0, "default:0")
-        b.optional_int("local_world_size", "LOCAL_WORLD_SIZE", minimum=1)
-        b.optional_int("num_nodes", "GROUP_WORLD_SIZE", minimum=1)
+            if b.optional_integer(field, variable, minimum=minimum) is None:
+                b.default(field, default, str(default))
+        if (
+            b.optional_integer("node_rank", "NODE_RANK") is None
+            and b.optional_integer("node_rank", "GROUP_RANK") is None
+        ):
+            b.default("node_rank", 0, "0")
+        b.optional_integer("local_world_size", "LOCAL_WORLD_SIZE", minimum=1)
+        b.optional_integer("num_nodes", "GROUP_WORLD_SIZE", minimum=1)
 
         if b.optional_address("MASTER_ADDR") is None:
-            b.set("main_address", DEFAULT_ADDRESS, f"default:{DEFAULT_ADDRESS}")
+            b.default("main_address", LOCAL_ADDRESS, LOCAL_ADDRESS)
         if b.optional_port("MASTER_PORT") is None and b.optional_port("STANDALONE_PORT") is None:
-            b.set("main_port", probes.free_port(), "probe:free_port")
+            b.set("main_port", probes.free_port(), Origin.probe("free_port"))
             if external:
                 b.warn(
                     "LOCAL_RANK is set but MASTER_PORT is not: each process picked its own free port, "

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver import environ as env
 from resolver.environ import is_address
 from resolver.errors import ProbeFailed, TopologyError
-from resolver.sources import Builder, Detection, scheduler_endpoint
+from resolver.sources import Builder, Detection, Origin, present
+from resolver.sources._registry import entry, scheduler_endpoint
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 NAME = "mpi"
+CANDIDATES = entry(NAME).candidates  # the markers of `LAUNCHERS`
 
 
 @attrs.frozen(kw_only=True)
@@ -150,7 +151,7 @@ LIBMPI_HINT = (
     "libmpich.so.12: put a directory holding a libmpi.so.12 -> libmpich.so.12 link on LD_LIBRARY_PATH"
 )
 
-NOT_FOUND = f"none of {', '.join(c.marker for c in LAUNCHERS)} is set (never asks mpi4py); rule: {RULE}"
+NOT_FOUND = f"none of {', '.join(CANDIDATES.names)} is set (never asks mpi4py); rule: {RULE}"
 
 # What every rank sends in the one collective: (hostname, main address, main port, error). Rank 0
 # fills in its main endpoint; a rank whose probe failed sends its error instead, so that every rank
@@ -211,10 +212,10 @@ class Mpi:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = launcher(environ)
+        found = launcher(environ) if CANDIDATES.met(environ) else None
         if found is None:
             return Detection(False, NOT_FOUND, ())
-        variables = env.present(environ, *found.variables())
+        variables = present(environ, *found.variables())
         if found.size is None:
             return Detection(
                 True, f"{found.marker} is set ({found.name}); the comm gives the world size; rule: {RULE}", variables
@@ -253,30 +254,31 @@ class _Resolution:
         self.error: TopologyError | None = None  # this rank's probe failure, raised after the collective
 
     def optional(self, field: str, variable: str | None, minimum: int = 0) -> int | None:
-        return None if variable is None else self.b.optional_int(field, variable, minimum=minimum)
+        return None if variable is None else self.b.optional_integer(field, variable, minimum=minimum)
 
     def run(self) -> Topology:
-        environ, found, b = self.environ, self.found, self.b
-        b.set("creates_processes_externally", True, "source:mpi the launcher starts every rank")
+        found, b = self.found, self.b
+        b.rule("creates_processes_externally", True, "mpi the launcher starts every rank")
         if found is not None:
-            b.env("global_rank", env.integer(environ, found.rank, source=NAME), found.rank)
+            b.integer("global_rank", found.rank)
             if found.size is not None:
-                b.env("world_size", env.integer(environ, found.size, minimum=1, source=NAME), found.size)
+                b.integer("world_size", found.size, minimum=1)
             self.optional("local_rank", found.local_rank)
             self.optional("local_world_size", found.local_size, minimum=1)
             self.optional("node_rank", found.node_rank)
-            if found.job_id is not None and found.job_id in environ:
+            if found.job_id is not None:
                 # the MPI launcher's own job (Open MPI 4: a job family number); inside a scheduler's job,
                 # resolve lays that job's facts over it (the registry's SCHEDULERS)
-                b.env("job_id", env.text(environ, found.job_id), found.job_id)
+                b.optional_text("job_id", found.job_id)
             values = b.values
             if "node_rank" not in values and values.get("local_world_size", 0) == values.get("world_size"):
                 # every rank is on this node: no hostnames needed, and the local rank is the global one
+                sizes = (*b.provenance["local_world_size"].variables, *b.provenance["world_size"].variables)
                 one_node = f"({found.local_size} == {found.size}: one node)"
-                b.set("node_rank", 0, f"formula:0 {one_node}")
-                b.set("num_nodes", 1, f"formula:1 {one_node}")
+                b.formula("node_rank", 0, f"0 {one_node}", *sizes)
+                b.formula("num_nodes", 1, f"1 {one_node}", *sizes)
                 if "local_rank" not in values:
-                    b.set("local_rank", values["global_rank"], f"formula:global rank {one_node}")
+                    b.formula("local_rank", values["global_rank"], f"global rank {one_node}", found.rank, *sizes)
         b.optional_address("MASTER_ADDR")
         b.optional_port("MASTER_PORT")
         if "main_address" not in b.values or "main_port" not in b.values:
@@ -338,9 +340,9 @@ class _Resolution:
                 "comm", f"COMM_WORLD says rank {got_rank} of {got_size}, but the launcher set {told}: {MPICH_HINT}"
             )
         if rank is None:
-            b.set("global_rank", got_rank, "probe:comm.Get_rank")
+            b.set("global_rank", got_rank, Origin.probe("comm.Get_rank"))
         if size is None:
-            b.set("world_size", got_size, "probe:comm.Get_size")
+            b.set("world_size", got_size, Origin.probe("comm.Get_size"))
         return comm, got_rank, got_size
 
     def answer(self, rank: int, *, with_host: bool) -> _Answer:
@@ -351,9 +353,9 @@ class _Resolution:
             if rank != 0:
                 return (host, None, None, None)
             if "main_address" not in b.values:
-                b.set("main_address", host, "probe:hostname")
+                b.set("main_address", host, Origin.probe("hostname"))
             if "main_port" not in b.values:
-                b.set("main_port", probes.free_port(), "probe:free_port")
+                b.set("main_port", probes.free_port(), Origin.probe("free_port"))
         except TopologyError as exc:
             self.error = exc
             return (None, None, None, str(exc))
@@ -390,18 +392,17 @@ class _Resolution:
         self.main_from_rank0(answers[0], rank, "allgather")
         here = hosts[rank]
         on_host = [r for r, h in enumerate(hosts) if h == here]
-        origin = "probe:comm.allgather of hostnames"
         if "node_rank" not in b.values:
             distinct = sorted(set(hosts))
-            b.set("node_rank", distinct.index(here), f"{origin}: index of this host among {len(distinct)} sorted")
-            b.set("num_nodes", len(distinct), f"{origin}: distinct hosts")
+            b.set("node_rank", distinct.index(here), _gathered(f"index of this host among {len(distinct)} sorted"))
+            b.set("num_nodes", len(distinct), _gathered("distinct hosts"))
         if "local_rank" not in b.values:
-            b.set("local_rank", on_host.index(rank), f"{origin}: earlier ranks on this host")
+            b.set("local_rank", on_host.index(rank), _gathered("earlier ranks on this host"))
         if "local_world_size" not in b.values:
-            b.set("local_world_size", len(on_host), f"{origin}: ranks on this host")
+            b.set("local_world_size", len(on_host), _gathered("ranks on this host"))
         local_size = b.values.get("local_world_size")
         if local_size is not None and local_size != len(on_host):
-            variable = b.provenance["local_world_size"].removeprefix("env:")
+            variable = b.provenance["local_world_size"].variable or "local_world_size"
             b.warn(
                 f"{variable}={local_size} but {len(on_host)} ranks have host name {here!r}: the launcher "
                 "and the host names disagree about what a node is; node_rank follows the host names"
@@ -437,13 +438,18 @@ class _Resolution:
         b = self.b
         address, port = b.values.get("main_address"), b.values.get("main_port")
         if address is None:
-            b.set("main_address", address0, f"probe:comm.{how}: rank 0's MASTER_ADDR or hostname")
+            b.set("main_address", address0, Origin.probe(f"comm.{how}", "rank 0's MASTER_ADDR or hostname"))
         elif address != address0:
             b.warn(f"MASTER_ADDR={address} here but rank 0 uses {address0}: the ranks will not meet")
         if port is None:
-            b.set("main_port", port0, f"probe:comm.{how}: rank 0's MASTER_PORT or free port")
+            b.set("main_port", port0, Origin.probe(f"comm.{how}", "rank 0's MASTER_PORT or free port"))
         elif port != port0:
             b.warn(f"MASTER_PORT={port} here but rank 0 uses {port0}: the ranks will not meet")
+
+
+def _gathered(what: str) -> Origin:
+    """The origin of a value counted from the allgather of every rank's hostname."""
+    return Origin.probe("comm.allgather", f"hostnames: {what}")
 
 
 def _is_answer(value: object) -> bool:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver import environ as env
 from resolver.errors import ProbeFailed, shown
-from resolver.sources import Builder, Detection
+from resolver.sources import Builder, Detection, Origin, present
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ FUNCTIONS = (
 )
 # shown by `explain` when present, as hints that this is an XLA job; never used for detection
 HINT_VARIABLES = ("PJRT_DEVICE", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "XRT_TPU_CONFIG")
-NO_ENDPOINT = "source:xla: the PJRT runtime connects the devices itself; there is no main {}"
+NO_ENDPOINT = "xla: the PJRT runtime connects the devices itself; there is no main {}"
 
 
 def _ask(runtime: XlaRuntime, function: str) -> int:
@@ -55,7 +54,7 @@ class Xla:
     auto = False
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        found = env.present(environ, *HINT_VARIABLES)
+        found = present(environ, *HINT_VARIABLES)
         return Detection(False, "never auto-detected: choose it with source='xla'", found)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
@@ -72,12 +71,12 @@ class Xla:
                     f"torch_xla.runtime.{function}() answered {answers[field]}: expected < world_size() ({world})",
                 )
         for field, function in FUNCTIONS:
-            b.set(field, answers[field], f"probe:xla.{function}()")
-        b.set("main_address", None, NO_ENDPOINT.format("address"))
-        b.set("main_port", None, NO_ENDPOINT.format("port"))
-        b.set(
+            b.set(field, answers[field], Origin.probe(f"xla.{function}()"))
+        b.rule("main_address", None, NO_ENDPOINT.format("address"))
+        b.rule("main_port", None, NO_ENDPOINT.format("port"))
+        b.rule(
             "creates_processes_externally",
             False,
-            "source:xla: the program starts one worker per device (torch_xla.launch), as in Lightning",
+            "xla: the program starts one worker per device (torch_xla.launch), as in Lightning",
         )
         return b.build()

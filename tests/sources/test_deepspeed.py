@@ -8,7 +8,7 @@ import pytest
 
 import probes
 import resolver
-from resolver import InvalidVariable, MissingVariable
+from resolver import InvalidVariable, MissingVariable, Origin
 from tests.conftest import CAPTURES_HPC, read_capture
 
 FAKE = probes.fake()  # the source asks no probe: any question would raise ProbeFailed
@@ -41,8 +41,8 @@ def test_real_deepspeed_captures(path: Path) -> None:
     assert (t.node_rank, t.num_nodes, t.local_world_size) == (0, 1, 2)
     assert (t.main_address, t.main_port) == ("127.0.0.1", 29500)
     assert t.creates_processes_externally
-    assert t.provenance["node_rank"] == "env:CROSS_RANK"
-    assert t.provenance["num_nodes"] == "env:CROSS_SIZE"
+    assert t.provenance["node_rank"] == Origin.env("CROSS_RANK")
+    assert t.provenance["num_nodes"] == Origin.env("CROSS_SIZE")
     assert t.warnings == ()
     resolver.validate(t, devices=2, num_nodes=1)
 
@@ -80,7 +80,7 @@ def test_inside_a_slurm_job_the_record_has_the_jobs_facts() -> None:
     env = {**NODE1_WORKER, "SLURM_NTASKS": "1", "SLURM_JOB_ID": "77", "SLURM_JOB_NAME": "train"}
     t = resolver.resolve(env, FAKE)
     assert (t.source, t.node_rank, t.job_id, t.job_name) == ("deepspeed", 1, "77", "train")
-    assert t.provenance["job_id"] == "env:SLURM_JOB_ID"
+    assert t.provenance["job_id"] == Origin.env("SLURM_JOB_ID")
 
 
 @pytest.mark.parametrize("variable", ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT"])

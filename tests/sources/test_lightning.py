@@ -4,7 +4,7 @@ import pytest
 
 import probes
 import resolver
-from resolver import InvalidVariable, ProbeFailed
+from resolver import InvalidVariable, Origin, ProbeFailed
 
 
 def test_single_machine_defaults_ask_only_the_port_probe() -> None:
@@ -13,13 +13,13 @@ def test_single_machine_defaults_ask_only_the_port_probe() -> None:
     assert (t.world_size, t.global_rank, t.local_rank, t.node_rank) == (1, 0, 0, 0)
     assert (t.main_address, t.main_port) == ("127.0.0.1", 41000)
     assert not t.creates_processes_externally
-    assert t.provenance["main_port"] == "probe:free_port"
+    assert t.provenance["main_port"] == Origin.probe("free_port")
     assert t.warnings == ()
 
 
 def test_the_port_probe_is_not_asked_when_a_port_is_given() -> None:
-    for env, origin in (({"MASTER_PORT": "1"}, "env:MASTER_PORT"), ({"STANDALONE_PORT": "2"}, "env:STANDALONE_PORT")):
-        assert resolver.resolve(env, probes.fake()).provenance["main_port"] == origin
+    for variable, value in (("MASTER_PORT", "1"), ("STANDALONE_PORT", "2")):
+        assert resolver.resolve({variable: value}, probes.fake()).provenance["main_port"] == Origin.env(variable)
     assert resolver.resolve({"MASTER_PORT": "1", "STANDALONE_PORT": "2"}, probes.fake()).main_port == 1
 
 
@@ -36,9 +36,9 @@ def test_unmanaged_cluster_process() -> None:
     t = resolver.resolve(env, probes.fake())
     assert t.creates_processes_externally
     assert (t.world_size, t.global_rank, t.local_rank, t.node_rank) == (4, 3, 1, 1)
-    assert t.provenance["node_rank"] == "env:NODE_RANK"
+    assert t.provenance["node_rank"] == Origin.env("NODE_RANK")
     env.pop("NODE_RANK")
-    assert resolver.resolve(env, probes.fake()).provenance["node_rank"] == "env:GROUP_RANK"
+    assert resolver.resolve(env, probes.fake()).provenance["node_rank"] == Origin.env("GROUP_RANK")
 
 
 def test_external_without_port_warns() -> None:

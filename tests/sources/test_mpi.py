@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from probes.fakes import FakeComm
-from resolver import InvalidVariable, MissingVariable, ProbeFailed, Topology, TopologyError
+from resolver import InvalidVariable, MissingVariable, Origin, ProbeFailed, Topology, TopologyError
+from resolver.sources import any_of
+from resolver.sources._registry import entry
 from resolver.sources.mpi import LAUNCHERS, Mpi, started_by_mpirun
 from tests.conftest import CAPTURES_HPC, captures, read_capture
 
@@ -96,8 +98,10 @@ def test_real_captures_with_master_variables_ask_no_probe(path: Path) -> None:
     assert (t.main_address, t.main_port) == ("10.0.0.1", 29500)
     assert t.creates_processes_externally
     assert t.job_id == (env["PMIX_NAMESPACE"] if openmpi else None)
-    assert t.provenance["global_rank"] == f"env:{rank}"
-    assert t.provenance["node_rank"] == f"formula:0 ({local_size} == {size}: one node)"
+    assert t.provenance["global_rank"] == Origin.env(rank)
+    assert t.provenance["node_rank"] == Origin.formula(
+        f"0 ({local_size} == {size}: one node)", variables=(local_size, size)
+    )
     assert t.warnings == ()
     if openmpi:  # the rank within the node and the slot count are not the node's index or the world
         assert env["OMPI_COMM_WORLD_NODE_RANK"] == str(t.local_rank)
@@ -111,8 +115,8 @@ def test_a_captured_world_without_master_variables_meets_once(family: str) -> No
     tops = topologies(results)
     assert [t.global_rank for t in tops] == [0, 1, 2, 3]
     assert {(t.main_address, t.main_port) for t in tops} == {("vm", 41000)}  # rank 0's hostname and port
-    assert tops[0].provenance["main_port"] == "probe:free_port"
-    assert tops[1].provenance["main_port"].startswith("probe:comm.bcast")
+    assert tops[0].provenance["main_port"] == Origin.probe("free_port")
+    assert tops[1].provenance["main_port"] == Origin.probe("comm.bcast", "rank 0's MASTER_PORT or free port")
     # one node by the launcher's own count: no hostnames needed, one bcast of rank 0's endpoint
     assert [collectives(c) for c in world] == [["bcast"]] * 4
 
@@ -210,8 +214,12 @@ def test_detect(env: dict[str, str], matched: bool, variable: str | None) -> Non
         assert "a world of size 1 is not MPI" in found.reason
 
 
+def test_the_registry_asks_mpi_on_each_launchers_marker() -> None:
+    assert entry("mpi").candidates == any_of(*(found.marker for found in LAUNCHERS))
+
+
 def test_detection_order_puts_mpi_after_slurm_and_lsf() -> None:
-    names = [s.name for s in resolver.sources.registered(auto_only=True)]
+    names = [s.name for s in resolver.registered(auto_only=True)]
     assert names.index("mpi") > names.index("torchelastic")
     for earlier in ("slurm", "lsf"):
         if earlier in names:
@@ -344,7 +352,7 @@ def test_srun_with_a_pmi_plugin_is_not_mpirun() -> None:
     assert started_by_mpirun(SRUN_PMI2) is None
     assert Mpi().detect(SRUN_PMI2).matched  # the PMI family matches, but SLURM is earlier
     assert "SLURM, earlier in the order, wins" in Mpi().detect(SRUN_PMI2).reason
-    if "slurm" in [s.name for s in resolver.sources.registered()]:
+    if "slurm" in [s.name for s in resolver.registered()]:
         assert resolver.explain(SRUN_PMI2).chosen == "slurm"
     for pmix in ({"PMIX_RANK": "3"}, {"PALS_RANKID": "3", "PALS_NODEID": "1"}):
         assert started_by_mpirun({**SRUN_PMI2, **pmix}) is None
@@ -369,7 +377,7 @@ def test_pals_with_master_variables_asks_no_probe() -> None:
     assert (t.world_size, t.global_rank, t.local_rank, t.local_world_size, t.node_rank) == (8, 5, 1, 4, 1)
     assert t.num_nodes is None  # nobody said
     assert t.job_id == "a1b2"
-    assert t.provenance["node_rank"] == "env:PALS_NODEID"
+    assert t.provenance["node_rank"] == Origin.env("PALS_NODEID")
 
 
 def test_multi_node_open_mpi_with_master_variables_asks_one_allgather_only() -> None:
@@ -399,7 +407,7 @@ def test_forced_without_any_launcher_variable_asks_the_comm_for_everything() -> 
         (1, 3, 1, 1),
         (2, 3, 0, 0),
     ]
-    assert tops[1].provenance["global_rank"] == "probe:comm.Get_rank"
+    assert tops[1].provenance["global_rank"] == Origin.probe("comm.Get_rank")
     assert {(t.main_address, t.main_port) for t in tops} == {("h", 7000)}
     assert [collectives(c) for c in world] == [["allgather"]] * 3
 
@@ -411,7 +419,7 @@ def test_pmix_alone_takes_the_world_size_from_the_comm() -> None:
         (2, 0, 2, "ns"),
         (2, 1, 2, "ns"),
     ]
-    assert tops[0].provenance["world_size"] == "probe:comm.Get_size"
+    assert tops[0].provenance["world_size"] == Origin.probe("comm.Get_size")
 
 
 def test_remote_ranks_without_master_variables_learn_rank_0s() -> None:
@@ -420,7 +428,7 @@ def test_remote_ranks_without_master_variables_learn_rank_0s() -> None:
     envs = [{**base, "OMPI_COMM_WORLD_RANK": "0", **MASTER}, {**base, "OMPI_COMM_WORLD_RANK": "1"}]
     tops = topologies(run_world(envs, ["n1", "n2"], ports=[1111, 2222])[0])
     assert {(t.main_address, t.main_port) for t in tops} == {("10.0.0.1", 29500)}
-    assert tops[1].provenance["main_port"].startswith("probe:comm.allgather: rank 0's MASTER_PORT")
+    assert tops[1].provenance["main_port"] == Origin.probe("comm.allgather", "rank 0's MASTER_PORT or free port")
 
 
 def test_a_rank_whose_own_master_variables_differ_from_rank_0s_is_warned() -> None:
@@ -714,7 +722,9 @@ def test_a_launcher_whose_local_size_is_the_world_needs_no_local_rank() -> None:
     env = {"PMI_SIZE": "3", "PMI_RANK": "2", "PMI_LOCAL_SIZE": "3", **MASTER}  # Cray PMI without PMI_LOCAL_RANK
     t = resolver.resolve(env, probes.fake())
     assert (t.local_rank, t.node_rank, t.num_nodes) == (2, 0, 1)
-    assert t.provenance["local_rank"] == "formula:global rank (PMI_LOCAL_SIZE == PMI_SIZE: one node)"
+    assert t.provenance["local_rank"] == Origin.formula(
+        "global rank (PMI_LOCAL_SIZE == PMI_SIZE: one node)", variables=("PMI_RANK", "PMI_LOCAL_SIZE", "PMI_SIZE")
+    )
 
 
 def test_a_comm_or_collective_raising_is_probe_failed_naming_what_was_needed() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 import probes
 import resolver
-from resolver import InvalidSettings, InvalidVariable, MissingVariable
+from resolver import InvalidSettings, InvalidVariable, MissingVariable, Origin
 from tests.conftest import captures, read_capture
 
 FAKE = probes.fake()  # torchelastic asks no probe: any question would raise ProbeFailed
@@ -27,7 +27,7 @@ def test_real_torchrun_captures(path: Path) -> None:
     assert t.creates_processes_externally
     assert t.job_id == env["TORCHELASTIC_RUN_ID"]
     assert t.restart_count == 0
-    assert t.provenance["node_rank"] == "env:GROUP_RANK"
+    assert t.provenance["node_rank"] == Origin.env("GROUP_RANK")
     assert t.warnings == ()
     resolver.validate(t, devices=t.local_world_size, num_nodes=t.num_nodes)
 
@@ -48,7 +48,7 @@ def test_lightning_detection_set_without_run_id_and_default_endpoint() -> None:
     t = resolver.resolve(LIGHTNING_ONLY, FAKE)
     assert t.source == "torchelastic"
     assert (t.main_address, t.main_port) == ("127.0.0.1", 12910)
-    assert t.provenance["main_port"] == "default:12910"
+    assert t.provenance["main_port"] == Origin.default("12910")
     assert t.warnings == ("MASTER_ADDR is not set; using 127.0.0.1", "MASTER_PORT is not set; using 12910")
     assert t.num_nodes is None
 

@@ -13,7 +13,7 @@ import probes
 import resolver
 from probes import Probes
 from probes.fakes import FakeXla
-from resolver import InvalidSettings, ProbeFailed
+from resolver import InvalidSettings, Origin, ProbeFailed
 from resolver.sources.xla import Xla
 
 # a TPU pod's host 1 of 2, 4 chips per host: the worker for its third chip
@@ -28,14 +28,14 @@ def test_ranks_come_from_the_runtime() -> None:
     assert (t.main_address, t.main_port) == (None, None)
     assert not t.creates_processes_externally
     assert dict(t.provenance) == {
-        "world_size": "probe:xla.world_size()",
-        "global_rank": "probe:xla.global_ordinal()",
-        "local_rank": "probe:xla.local_ordinal()",
-        "node_rank": "probe:xla.host_index()",
-        "main_address": "source:xla: the PJRT runtime connects the devices itself; there is no main address",
-        "main_port": "source:xla: the PJRT runtime connects the devices itself; there is no main port",
-        "creates_processes_externally": (
-            "source:xla: the program starts one worker per device (torch_xla.launch), as in Lightning"
+        "world_size": Origin.probe("xla.world_size()"),
+        "global_rank": Origin.probe("xla.global_ordinal()"),
+        "local_rank": Origin.probe("xla.local_ordinal()"),
+        "node_rank": Origin.probe("xla.host_index()"),
+        "main_address": Origin.rule("xla: the PJRT runtime connects the devices itself; there is no main address"),
+        "main_port": Origin.rule("xla: the PJRT runtime connects the devices itself; there is no main port"),
+        "creates_processes_externally": Origin.rule(
+            "xla: the program starts one worker per device (torch_xla.launch), as in Lightning"
         ),
     }
     assert t.warnings == ()
