@@ -70,15 +70,17 @@ def job_port(
 def host_file(text: str, variable: str, path: str, *, columns: str = "host", counted: bool = False) -> list[list[str]]:
     """The words of each line of a host file whose first word is a host; blank and `#` lines skipped.
 
-    `columns` says what a line holds, for the error (`host slots queue processors`); `counted`: the
-    second word is a count of slots.
+    `columns` says what a line holds, for the error (`host slots queue processors`): with the default,
+    `host`, a line holds the host alone. `counted`: the second word is a count of slots.
     """
     lines: list[list[str]] = []
     for number, line in enumerate(text.split("\n"), start=1):
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
-        if not is_address(words[0]) or (counted and not (len(words) > 1 and words[1].isascii() and words[1].isdigit())):
+        alone = columns == "host" and len(words) > 1
+        slots = counted and not (len(words) > 1 and words[1].isascii() and words[1].isdigit())
+        if alone or slots or not is_address(words[0]):
             raise InvalidVariable(variable, path, f"a file of '{columns}' lines; line {number} is {shown(line)}")
         lines.append(words)
     if not lines:
@@ -115,12 +117,21 @@ def first_host_here(
     return first, Origin.formula(f"first host of {variable} ({environ[variable]}), this host", variables=(variable,))
 
 
-def one_process(b: Builder, *, facts: JobFacts, port: tuple[int, Origin], title: str, started: str) -> None:
+def one_process(
+    b: Builder,
+    *,
+    facts: JobFacts,
+    port: tuple[int, Origin],
+    title: str,
+    started: str,
+    per_node: tuple[int, Origin] | None = None,
+) -> None:
     """Record the one process a scheduler started: a world of one with the job's facts and port.
 
     `title` names the scheduler in words (`Grid Engine`), `started` says what it starts and how it
-    numbers it; `MASTER_ADDR` and `MASTER_PORT` win over the local address and the job's port. The
-    source adds its warnings, then builds.
+    numbers it; `MASTER_ADDR` and `MASTER_PORT` win over the local address and the job's port.
+    `per_node`: the slots the scheduler gave this host, as the workers the process may start
+    (`nproc_per_node`, which `--format torchrun` prints). The source adds its warnings, then builds.
     """
     b.facts(facts)
     one = f"{b.source}: {started}"
@@ -137,6 +148,8 @@ def one_process(b: Builder, *, facts: JobFacts, port: tuple[int, Origin], title:
         b.default("main_address", LOCAL_ADDRESS, f"{LOCAL_ADDRESS} (a world of one)")
     if b.optional_port("MASTER_PORT") is None:
         b.set("main_port", *port)
+    if per_node is not None:
+        b.set("nproc_per_node", *per_node)
 
 
 def launched_inside(

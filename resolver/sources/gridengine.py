@@ -223,6 +223,18 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
     return found
 
 
+def _slots_here(environ: Mapping[str, str]) -> tuple[int, Origin] | None:
+    """The slots of a job on one host (``NHOSTS=1``): ``NSLOTS``, the workers its process may start."""
+    if env.optional_integer(environ, "NHOSTS", minimum=1) != 1:
+        return None  # NSLOTS counts the slots of every host
+    slots = env.optional_integer(environ, "NSLOTS", minimum=1)
+    return (
+        None
+        if slots is None
+        else (slots, Origin.formula("NSLOTS on the job's one host", variables=("NSLOTS", "NHOSTS")))
+    )
+
+
 class GridEngine:
     """The one process Grid Engine started (job script, array task, qrsh), with the job's facts."""
 
@@ -257,6 +269,7 @@ class GridEngine:
             port=default_port(environ),
             title="Grid Engine",
             started="Grid Engine starts one process per job, array task or qrsh and numbers none",
+            per_node=_slots_here(environ),
         )
         self._warn(b, environ)
         return b.build()

@@ -217,6 +217,19 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
     return found
 
 
+def _slots_here(environ: Mapping[str, str], probes: Probes) -> tuple[int, Origin] | None:
+    """The slots PBS gave this host, the workers its process may start: Torque's ``PBS_NUM_PPN``, else
+    the lines of ``PBS_NODEFILE`` (one per slot) naming this host, when this host is the first."""
+    ppn = env.optional_integer(environ, "PBS_NUM_PPN", minimum=1)
+    if ppn is not None:
+        return ppn, Origin.env("PBS_NUM_PPN")
+    lines = read_host_file(environ, probes, HOSTFILE)
+    if first_host_here(environ, probes, HOSTFILE, lines) is None or lines is None:
+        return None
+    slots = sum(1 for words in lines if words[0] == lines[0][0])
+    return slots, Origin.formula(f"lines of {HOSTFILE} naming this host, the first", variables=(HOSTFILE,))
+
+
 class Pbs:
     """The one process PBS started (job script, ``qsub -I`` shell, ``pbsdsh`` task), with the job's facts."""
 
@@ -252,6 +265,7 @@ class Pbs:
             port=default_port(environ),
             title="PBS",
             started="PBS starts one process per job script, interactive shell or pbsdsh task and numbers none",
+            per_node=_slots_here(environ, probes),
         )
         self._warn(b, environ, probes)
         return b.build()

@@ -194,6 +194,21 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     return DeviceBinding("SLURMD_TRES_BIND", own)
 
 
+def _workers_per_node(b: Builder) -> None:
+    """For a task alone on its node (`srun --ntasks-per-node=1`, which then starts its node's workers,
+    e.g. torchrun): how many the allocation gives each node, as `nproc_per_node` (`--format torchrun`
+    prints it). The GPUs SLURM allocated on the node (`SLURM_GPUS_ON_NODE`) when there are any, else
+    the tasks per node it was asked for (`SLURM_NTASKS_PER_NODE`, which srun overwrites with its own
+    `--ntasks-per-node`: then it says 1, the task itself, and nothing is recorded)."""
+    gpus = env.optional_integer(b.environ, "SLURM_GPUS_ON_NODE")
+    if gpus:
+        b.set("nproc_per_node", gpus, Origin.env("SLURM_GPUS_ON_NODE"))
+        return
+    tasks = env.optional_integer(b.environ, "SLURM_NTASKS_PER_NODE", minimum=1)
+    if tasks is not None and tasks > 1:
+        b.set("nproc_per_node", tasks, Origin.env("SLURM_NTASKS_PER_NODE"))
+
+
 def _scoped(environ: Mapping[str, str], step: str, job: str) -> str:
     """The step's variable when it is set, else the job's."""
     return step if step in environ else job
@@ -317,6 +332,9 @@ class Slurm:
                     per_node_var,
                     "SLURM_NODEID",
                 )
+
+        if b.values.get("local_world_size") == 1:
+            _workers_per_node(b)
 
         if b.optional_address("MASTER_ADDR") is None:
             if _arbitrary(environ):

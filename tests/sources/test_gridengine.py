@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import probes
 import resolver
+from resolver.origin import Origin
 from resolver import InvalidSettings, InvalidVariable, MissingVariable, ProbeFailed
 from resolver import testing as rt
 from resolver.sources import gridengine as ge
@@ -122,7 +123,10 @@ def test_the_master_task_of_a_multi_host_job_warns_that_it_is_one_process() -> N
 def test_master_variables_win() -> None:
     t = resolver.resolve({**TWO_HOSTS, "MASTER_ADDR": "node1", "MASTER_PORT": "29500"}, FAKE)
     assert (t.main_address, t.main_port) == ("node1", 29500)
-    assert (str(t.provenance["main_address"]), str(t.provenance["main_port"])) == ("env:MASTER_ADDR", "env:MASTER_PORT")
+    assert (str(t.provenance["main_address"]), str(t.provenance["main_port"])) == (
+        "env:MASTER_ADDR",
+        "env:MASTER_PORT",
+    )
 
 
 @pytest.mark.parametrize(
@@ -148,9 +152,9 @@ def test_open_mpi_ranks_in_a_pe_are_mpi_with_the_jobs_facts(rank: int) -> None:
     assert not found and "OMPI_COMM_WORLD_SIZE" in found.reason and "MPI source" in found.reason
     assert resolver.explain(environ).chosen == "mpi"
     assert ge.job_facts(environ) == {
-        "job_id": ("3", "env:JOB_ID"),
-        "job_name": ("ge_mpi", "env:JOB_NAME"),
-        "restart_count": (0, "env:RESTARTED"),
+        "job_id": ("3", Origin.env("JOB_ID")),
+        "job_name": ("ge_mpi", Origin.env("JOB_NAME")),
+        "restart_count": (0, Origin.env("RESTARTED")),
     }
     assert ge.default_port(environ)[0] == port(3)
     with pytest.raises(InvalidSettings, match="OMPI_COMM_WORLD_SIZE='4'"):
@@ -241,7 +245,7 @@ def test_one_node_off_the_master_host_takes_the_exchange_where_every_host_reads_
     processes = tuple(attrs.evolve(p, environ={**p.environ, **TWO_HOSTS}, files=shared) for p in job)
     found = attrs.evolve(job, processes=processes).resolve()
     assert {(t.main_address, t.main_port) for t in found} == {("node2", port(4711))}
-    assert {t.provenance["main_address"] for t in found} != {
+    assert {str(t.provenance["main_address"]) for t in found} != {
         f"formula:first host of PE_HOSTFILE ({TWO_HOSTS['PE_HOSTFILE']}), this host"
     }
 
@@ -344,7 +348,8 @@ def test_a_malformed_pe_hostfile_names_the_variable_and_the_line(text: str, faul
 def test_main_host_is_the_first_pe_host_where_the_file_is_and_it_is_this_host() -> None:
     path = TWO_HOSTS["PE_HOSTFILE"]
     master = probes.fake(hostname="node1.cluster", files={path: HOSTFILE})  # the same host by short name
-    assert ge.main_host(TWO_HOSTS, master) == ("node1", f"formula:first host of PE_HOSTFILE ({path}), this host")
+    host, origin = ge.main_host(TWO_HOSTS, master) or ("", None)
+    assert (host, str(origin)) == ("node1", f"formula:first host of PE_HOSTFILE ({path}), this host")
     assert ge.main_host(TWO_HOSTS, probes.fake(files={})) is None  # a slave host: the MPI exchange decides
     shared_spool = probes.fake(hostname="node2", files={path: HOSTFILE})  # the file is readable, the host is not it
     assert ge.main_host(TWO_HOSTS, shared_spool) is None
@@ -357,7 +362,8 @@ def test_main_host_reads_the_real_file(tmp_path: Path) -> None:
     hostfile = tmp_path / "pe_hostfile"
     hostfile.write_text(HOSTFILE)
     live = attrs.evolve(probes.system(), hostname=lambda: "node1")  # the live file reader, on node1
-    assert ge.main_host({**TWO_HOSTS, "PE_HOSTFILE": str(hostfile)}, live) == (
+    host, origin = ge.main_host({**TWO_HOSTS, "PE_HOSTFILE": str(hostfile)}, live) or ("", None)
+    assert (host, str(origin)) == (
         "node1",
         f"formula:first host of PE_HOSTFILE ({hostfile}), this host",
     )
@@ -382,7 +388,7 @@ def test_the_port_is_below_the_ephemeral_range_and_the_same_for_every_rank(job: 
     value, origin = ge.default_port(environ)
     assert 20000 <= value < 30000
     assert value == ge.default_port(dict(environ))[0] == port(job, task or 0)
-    assert origin.startswith("formula:")
+    assert origin.kind == "formula" and "JOB_ID" in origin.variables
 
 
 @given(first=st.integers(1, 10**9))
@@ -400,4 +406,12 @@ def test_any_values_give_a_topology_or_a_named_error(environ: dict[str, str]) ->
     else:
         assert t.world_size == 1 and 20000 <= (t.main_port or 0) < 30000
         return
-    assert named in environ or named in ge.DETECTION_VARIABLES
+    assert named in environ or named in ge.CANDIDATES.names
+
+
+def test_a_job_on_one_host_offers_its_slots_as_the_workers_per_node() -> None:
+    """`--format torchrun` in a one-host job script gives --nproc-per-node=NSLOTS (issue 27, point 11)."""
+    one_host = {**TWO_HOSTS, "NHOSTS": "1", "NSLOTS": "4"}
+    t = resolver.resolve(one_host, FAKE)
+    assert t.nproc_per_node == 4 and t.provenance["nproc_per_node"].variables == ("NSLOTS", "NHOSTS")
+    assert resolver.resolve(TWO_HOSTS, FAKE).nproc_per_node is None  # NSLOTS counts both hosts' slots

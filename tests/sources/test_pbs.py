@@ -169,7 +169,8 @@ def test_node_file_lines() -> None:
 def test_main_host_only_on_the_mother_superior() -> None:
     launch = rt.PbsLaunch(hosts=("node1.cluster", "node2"))
     env, files = launch.script_variables(), {launch.nodefile_path: launch.nodefile()}
-    assert pbs.main_host(env, probes.fake(hostname="node1", files=files)) == (
+    host, origin = pbs.main_host(env, probes.fake(hostname="node1", files=files)) or ("", None)
+    assert (host, str(origin)) == (
         "node1.cluster",
         f"formula:first host of PBS_NODEFILE ({launch.nodefile_path}), this host",
     )
@@ -213,3 +214,15 @@ def test_forced_without_the_job_variables_names_them() -> None:
         resolver.resolve({"PBS_JOBID": "1.s"}, FAKE, source="pbs")
     assert info.value.variable == "PBS_ENVIRONMENT"
     assert resolver.explain({"PBS_JOBID": "1.s"}).chosen == "lightning"
+
+
+def test_the_job_script_offers_this_host_s_slots_as_the_workers_per_node() -> None:
+    """`--format torchrun` in a job script gives --nproc-per-node (issue 27, point 11): Torque's
+    PBS_NUM_PPN, else the node file's lines for this host (the mother superior)."""
+    script = rt.pbs_env(hosts=("node1", "node2"), ncpus=3)
+    t = resolver.resolve(script.environ, script.probes())
+    assert t.nproc_per_node == 3 and t.provenance["nproc_per_node"].kind == "formula"
+    torque = rt.pbs_env(hosts=("node1", "node2"), ncpus=2, flavor="torque")
+    assert resolver.resolve(torque.environ, probes.fake(hostname="node1", files={})).nproc_per_node == 2
+    elsewhere = probes.fake(hostname="node2", files=dict(script.files))
+    assert resolver.resolve(script.environ, elsewhere).nproc_per_node is None  # not the mother superior

@@ -398,3 +398,29 @@ def test_hostnames_are_the_step_s_nodes_in_node_id_order() -> None:
     t = resolver.resolve(env, probes.fake())
     assert t.hostnames == ("ci1", "ci2") and t.hostnames[t.node_rank] == "ci2"
     assert t.provenance["hostnames"].variables == ("SLURM_STEP_NODELIST",)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"SLURM_GPUS_ON_NODE": "4"}, 4),
+        ({"SLURM_GPUS_ON_NODE": "4", "SLURM_NTASKS_PER_NODE": "8"}, 4),  # the GPUs first
+        ({"SLURM_GPUS_ON_NODE": "0", "SLURM_NTASKS_PER_NODE": "8"}, 8),
+        ({"SLURM_NTASKS_PER_NODE": "1"}, None),  # srun --ntasks-per-node=1 overwrote the job's: nothing known
+        ({}, None),
+    ],
+)
+def test_a_task_alone_on_its_node_says_how_many_workers_the_allocation_gives_it(
+    extra: dict[str, str], expected: int | None
+) -> None:
+    """`--format torchrun` under `srun --ntasks-per-node=1` gives --nproc-per-node (issue 27, point 11)."""
+    from resolver._torchrun import torchrun_arguments
+    from resolver.testing import slurm_env
+
+    env = {**slurm_env(procid=1, nodes=("ci1", "ci2"), ntasks=2), **extra}
+    t = resolver.resolve(env, probes.fake(devices=0))
+    assert (t.local_world_size, t.nproc_per_node) == (1, expected)
+    shown = [a for a in torchrun_arguments(t) if a.startswith("--nproc-per-node")]
+    assert shown == ([] if expected is None else [f"--nproc-per-node={expected}"])
+    several = {**slurm_env(procid=1, nodes=("ci1",), ntasks=2), **extra}
+    assert resolver.resolve(several, probes.fake(devices=0)).nproc_per_node is None  # tasks are the workers
