@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import probes
 import resolver
-from resolver.origin import Origin
 from resolver import InvalidSettings, InvalidVariable, MissingVariable, ProbeFailed
 from resolver import testing as rt
+from resolver.origin import Origin
 from resolver.sources import gridengine as ge
 from tests.conftest import CAPTURES_HPC, CAPTURES_LOCAL, read_capture
 
