@@ -118,17 +118,7 @@ def _warnings(value: object) -> tuple[str, ...]:
     return warnings
 
 
-def _repr(record: Any) -> str:
-    """`Name(field=value, ...)` over the fields attrs shows, as attrs writes it.
-
-    The records take this instead of attrs' generated `__repr__`, which every process would
-    compile once per class on import, only to print a record now and then.
-    """
-    shown = ", ".join(f"{a.name}={getattr(record, a.name)!r}" for a in attrs.fields(type(record)) if a.repr)
-    return f"{type(record).__qualname__.rsplit('>.', 1)[-1]}({shown})"
-
-
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True)
 class Topology:
     """Who this process is, where it is and whom it talks to.
 
@@ -222,8 +212,6 @@ class Topology:
             raise InvalidTopology(
                 "num_nodes", self.num_nodes, f"<= world_size ({self.world_size})", fields=("world_size",)
             )
-
-    __repr__ = _repr
 
     @property
     def is_main(self) -> bool:

@@ -35,7 +35,7 @@ from resolver.environ import (
 )
 from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed, TopologyError, shown
 from resolver.origin import Origin
-from resolver.topology import Topology, _repr
+from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -78,7 +78,7 @@ def _names(variables: Iterable[str]) -> tuple[str, ...]:
     return tuple(variables)
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen
 class Detection:
     """Whether a source matched, on which variables, and why (for `explain`). Truthy when matched.
 
@@ -90,8 +90,6 @@ class Detection:
     reason: str
     variables: tuple[str, ...] = attrs.field(default=(), converter=_names)
     warning: str | None = None
-
-    __repr__ = _repr
 
     def __bool__(self) -> bool:
         return self.matched
