@@ -40,7 +40,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["NAME", "VARIABLES", "DeepSpeed"]
+__all__ = ["CANDIDATES", "NAME", "VARIABLES", "DeepSpeed"]
 
 NAME = "deepspeed"
 CANDIDATES = entry(NAME).candidates  # CROSS_RANK and CROSS_SIZE

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from probes import Comm, Probes
 
 __all__ = [
+    "CANDIDATES",
     "LAUNCHERS",
     "LIBMPI_HINT",
     "MPICH_HINT",

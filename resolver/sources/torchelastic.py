@@ -12,7 +12,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["DEFAULT_PORT", "LIGHTNING_VARIABLES", "NAME", "TorchElastic"]
+__all__ = ["CANDIDATES", "DEFAULT_PORT", "LIGHTNING_VARIABLES", "NAME", "TorchElastic"]
 
 NAME = "torchelastic"
 CANDIDATES = entry(NAME).candidates
