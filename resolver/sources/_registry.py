@@ -92,7 +92,7 @@ ENTRIES: tuple[Entry, ...] = (
         any_of("TORCHELASTIC_RUN_ID", "GROUP_RANK"),
         testing=("torchrun",),
     ),
-    Entry("deepspeed", f"{_SOURCES}.deepspeed:DeepSpeed", any_of("CROSS_RANK")),
+    Entry("deepspeed", f"{_SOURCES}.deepspeed:DeepSpeed", all_of("CROSS_RANK", "CROSS_SIZE")),
     Entry(
         "slurm",
         f"{_SOURCES}.slurm:Slurm",
@@ -134,7 +134,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "aws_batch",
         f"{_SOURCES}.aws_batch:AwsBatch",
-        any_of("AWS_BATCH_JOB_NUM_NODES"),
+        all_of("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES"),
         facts=any_of("AWS_BATCH_JOB_ID", "AWS_BATCH_JOB_ATTEMPT"),
     ),
     Entry(
@@ -143,8 +143,18 @@ ENTRIES: tuple[Entry, ...] = (
         any_of("SM_HOSTS", "SM_CURRENT_HOST"),
         facts=any_of("TRAINING_JOB_ARN", "TRAINING_JOB_NAME", "SM_TRAINING_ENV"),
     ),
-    Entry("skypilot", f"{_SOURCES}.skypilot:SkyPilot", any_of("SKYPILOT_NODE_IPS"), facts=any_of("SKYPILOT_TASK_ID")),
-    Entry("dstack", f"{_SOURCES}.dstack:Dstack", any_of("DSTACK_NODES_NUM"), facts=any_of("DSTACK_RUN_NAME")),
+    Entry(
+        "skypilot",
+        f"{_SOURCES}.skypilot:SkyPilot",
+        all_of("SKYPILOT_NODE_RANK", "SKYPILOT_NODE_IPS"),
+        facts=any_of("SKYPILOT_TASK_ID"),
+    ),
+    Entry(
+        "dstack",
+        f"{_SOURCES}.dstack:Dstack",
+        all_of("DSTACK_NODE_RANK", "DSTACK_NODES_NUM"),
+        facts=any_of("DSTACK_RUN_NAME"),
+    ),
     Entry("vertex", f"{_SOURCES}.vertex:Vertex", any_of("CLUSTER_SPEC", "TF_CONFIG")),
     Entry(
         "volcano",

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.errors import MissingVariable
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, all_of, read_job_facts, this_host
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts, this_host
 from resolver.sources._node import Fact, agent, detect_agent, read, read_address
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -44,9 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["CANDIDATES", "MAIN_ADDRESS", "NAME", "AwsBatch", "job_facts"]
 
 NAME = "aws_batch"
-# Both on every node; the registry entry's any_of is a looser filter. Until it says this all_of, the
-# module holds it: then `entry(NAME).candidates`.
-CANDIDATES = all_of("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES")
+CANDIDATES = entry(NAME).candidates  # both set on every node
 MAIN_ADDRESS = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
 
 

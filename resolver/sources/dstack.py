@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, all_of, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources._node import Fact, address_list, agent, detect_agent, node_count, per_node, read, read_address
+from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -30,9 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["CANDIDATES", "NAME", "Dstack", "job_facts"]
 
 NAME = "dstack"
-# Both on every node; the registry entry's any_of is a looser filter. Until it says this all_of, the
-# module holds it: then `entry(NAME).candidates`.
-CANDIDATES = all_of("DSTACK_NODE_RANK", "DSTACK_NODES_NUM")
+CANDIDATES = entry(NAME).candidates  # both set on every node
 
 
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
