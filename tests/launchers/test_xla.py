@@ -101,7 +101,7 @@ bundle = attrs.evolve(
     probes.system(), hostname=lambda: "h1", comm=lambda: FakeComm(rank=0, size=1), which=lambda name: None
 )
 resolved, failed = [], []
-for source in resolver.sources.registered():
+for source in resolver.registered():
     if source.name == "xla":
         continue
     for subset in (env, {}):
