@@ -133,10 +133,9 @@ def test_a_probes_imported_before_resolver_is_caught_in_process(monkeypatch: pyt
     assert info.value.path == "/home/user/project/probes.py"
     assert info.value.to_dict()["value"] == "/home/user/project/probes.py"
     from resolver.testing import torchrun_env
-    from resolver.testing.world import Process
 
     with pytest.raises(ProbesShadowed, match=re.escape("/home/user/project/probes.py")):
-        Process(environ=torchrun_env(), hostname="node0").probes()
+        torchrun_env().probes()
 
 
 def test_a_module_without_a_file_is_named_by_its_repr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,18 +4,18 @@ Builders (no dependency beyond this library): each describes one launch with key
 what the launcher puts in each process's environment, variable for variable, as measured in the
 captures under ``tests/captures`` (SLURM 22.05, Open MPI 4.1.4, MPICH 4.0.2, torchrun):
 
-    slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)   -> dict: one srun task's environment
+    slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)   -> Process: one srun task
     slurm_job(nodes=("ci1", "ci2"), ntasks=4)             -> Job: every task of that launch
 
-and likewise ``torchrun_env/torchrun_job``, ``openmpi_env/openmpi_job``, ``mpich_env/mpich_job``,
-``kubeflow_env/kubeflow_job``, ``lsf_env/lsf_job`` (LSF's source also reads the rankfile, so
-``lsf_env`` returns a `Process` with ``.environ`` and ``.files``), and for the node-level platforms
-(one node agent per node) ``kubeflow_trainer_env/_job``, ``aws_batch_env/_job``, ``sagemaker_env/_job``
-(a `Process` with the resource config file), ``skypilot_env/_job``, ``dstack_env/_job``. The keywords of each pair are
-the fields of its launch class (`SlurmLaunch`, `TorchrunLaunch`, ...), and the builders' signatures
-are those classes' (mypy refuses ``slurm_env(node=...)``). Values a launcher picks at random (ports,
-pids, temporary directories) are plausible and derived from the keywords, so a builder is a pure
-function; `NONDETERMINISTIC` lists them with the shape of their values.
+Every launcher has such a pair, ``<launcher>_env`` and ``<launcher>_job``; docs/testing.md lists
+them with their keywords. Every ``*_env`` gives a `Process`: a read-only mapping of the process's
+environment (``resolver.resolve(process, ...)``, ``process["SLURM_PROCID"]``, ``{**process, ...}``)
+that also knows its ``.hostname``, the ``.files`` it can read (LSF's rankfile, PBS's node file,
+SageMaker's resource config) and gives fake ``.probes()`` answering both. The keywords of each pair
+are the fields of its launch class (`SlurmLaunch`, `TorchrunLaunch`, ...), and the builders'
+signatures are those classes' (mypy refuses ``slurm_env(node=...)``). Values a launcher picks at
+random (ports, pids, temporary directories) are plausible and derived from the keywords, so a
+builder is a pure function; `NONDETERMINISTIC` lists them with the shape of their values.
 
 The world harness (`resolver.testing.world`): a `Job` holds every process of one launch with the
 host it runs on; ``job.resolve()`` resolves each with its own fake probes and `assert_consistent`
@@ -23,17 +23,19 @@ checks that the answers form one world. Strategies (`resolver.testing.strategies
 `topologies()` return Hypothesis strategies; hypothesis is imported only when one is called.
 Nothing here is imported by ``import resolver``.
 
-One module per launcher (`slurm`, `torchrun`, `kubeflow`, `openmpi`, `mpich`, `lsf`). A new launcher
-adds:
+One module per launcher, named by the source registry (`resolver.sources._registry`: each entry's
+``builders``, usually the source's name). A new launcher adds:
 
-1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` launch class whose fields
-   are the launcher's options (defaults written once there), its ``job()`` giving a `Job`; a
-   subclass adding the process index (``rank: int = 0``) for the one-process builder; the builders
-   made with ``_launch.builder(...)`` (typed by the class's fields); a ``_jobs(most)`` Hypothesis
-   strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
-2. here: its builders in the imports and in `__all__` (a test fails until they are). `REGISTRY`,
-   `LAUNCHERS` and `NONDETERMINISTIC` are derived from the source registry (`resolver.testing._registry`):
-   ``jobs()`` draws from every launcher there.
+1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` subclass of
+   `_launch.Launch` whose fields are the launcher's options (defaults written once there), with its
+   ``launcher`` name, ``process(index)`` giving one `Process` and ``processes()`` all of them; a
+   subclass adding the process index (``node: int = 0``) whose ``one()`` is that process; the two
+   builders from ``_launch.builders(...)`` (typed by the classes' fields); a ``_jobs(most)``
+   Hypothesis strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
+2. here: its builders in the imports and in `__all__`; in docs/testing.md, its row of the builders'
+   table (tests/testing/test_init.py fails until both are there). `REGISTRY`, `LAUNCHERS` and
+   `NONDETERMINISTIC` are derived from the source registry (`resolver.testing._registry`): ``jobs()``
+   draws from every launcher there.
 3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
    exists (tests/testing/captured.py compares variable for variable), else against its
    documentation (say which in the module docstring); and its builders in the SIGNATURES table of

@@ -1,10 +1,11 @@
-"""What a launcher's builder module is made of: field converters and validators, stable "random"
-values, and `builder`, which turns a launch class into a typed builder function.
+"""What a launcher's builder module is made of: the `Launch` base, `builders`, field converters and
+validators, and stable "random" values.
 
-A launch class is an ``@attrs.frozen(kw_only=True)`` class whose fields are the launcher's options
-with their defaults, written once. ``builder(SlurmLaunch, SlurmLaunch.job, ...)`` is a function
-with exactly the class's keywords (mypy checks every call: ``slurm_job(node=...)`` is an error), so
-a builder never repeats a field or a default.
+A launch class is an ``@attrs.frozen(kw_only=True)`` subclass of `Launch` whose fields are the
+launcher's options with their defaults, written once; a subclass of it adds the index of one process
+(``node: int = 0``) and says which process that is (``one()``). ``builders(AzureMlLaunch, AzureMlNode,
+...)`` gives ``azureml_job`` and ``azureml_env``, functions with exactly the classes' keywords (mypy
+checks every call: ``slurm_env(node=...)`` is an error), so a builder never repeats a field or a default.
 """
 
 from __future__ import annotations
@@ -12,18 +13,52 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, Protocol, TypeVar, cast
 
 import attrs
+
+from resolver.testing.world import Job, Process
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from resolver.testing.world import Job
-
 P = ParamSpec("P")
+Q = ParamSpec("Q")
 L = TypeVar("L")
 R = TypeVar("R")
+
+
+class Launch:
+    """What every launch class shares: its `processes()`, in global-rank order, make its `Job`.
+
+    A subclass names its `launcher` (its name in `resolver.testing.LAUNCHERS` and its builders'
+    prefix), its `source` where another source than the launcher's name resolves it, and
+    `job_options()`: `Job`'s other fields (source, forced, mpi, main, aliases) where they apply.
+    """
+
+    __slots__ = ()
+    launcher: ClassVar[str]
+    source: ClassVar[str | None] = None
+
+    def processes(self) -> Iterable[Process]:
+        raise NotImplementedError
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {}
+
+    def job(self) -> Job:
+        """Every process of the launch, in global-rank order."""
+        options = {"source": self.source or self.launcher, **self.job_options()}
+        call = f"{self.launcher}_job(**{changed_fields(cast('attrs.AttrsInstance', self))})"
+        return Job(launcher=self.launcher, processes=tuple(self.processes()), call=call, **options)
+
+
+class OneProcess(Protocol):
+    def one(self) -> Process: ...
+
+
+def one(process: OneProcess) -> Process:
+    return process.one()
 
 
 def builder(launch: Callable[P, L], build: Callable[[L], R], *, name: str, doc: str) -> Callable[P, R]:
@@ -38,6 +73,22 @@ def builder(launch: Callable[P, L], build: Callable[[L], R], *, name: str, doc: 
     returns = inspect.signature(build).return_annotation
     call.__signature__ = inspect.signature(launch).replace(return_annotation=returns)  # type: ignore[attr-defined]
     return call
+
+
+def builders(
+    launch: Callable[P, Launch], process: Callable[Q, OneProcess], *, job: str, env: str
+) -> tuple[Callable[P, Job], Callable[Q, Process]]:
+    """A launcher's two builders, ``<launcher>_job`` (every process) and ``<launcher>_env`` (`process`'s
+    ``one()``), with `job` and `env` as their docstrings."""
+    name = cast("type[Launch]", launch).launcher
+    return builder(launch, Launch.job, name=f"{name}_job", doc=job), builder(process, one, name=f"{name}_env", doc=env)
+
+
+def index_in(name: str, value: int, count: int, where: str) -> int:
+    """`value`, the index `name` of one of `count` processes, or a ValueError saying `where` they are numbered."""
+    if not 0 <= value < count:
+        raise ValueError(f"{name}={value}: {where} 0..{count - 1}")
+    return value
 
 
 def stable_number(*parts: object, low: int, high: int) -> int:

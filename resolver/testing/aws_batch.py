@@ -1,6 +1,6 @@
 """AWS Batch multi-node parallel jobs: every node's container, as the documentation gives them.
 
-    aws_batch_env(node=2, num_nodes=4, main_node=0)   -> dict: node 2's environment
+    aws_batch_env(node=2, num_nodes=4, main_node=0)   -> Process: node 2's environment
     aws_batch_job(num_nodes=4, main_node=2)           -> Job: every node's agent
 
 The keywords are the fields of `AwsBatchLaunch` (plus `node` for `aws_batch_env`). From
@@ -11,11 +11,12 @@ host name, so the job lists that name as an alias of the main node's IPv4 addres
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -25,13 +26,14 @@ __all__ = ["LAUNCHER", "AwsBatchLaunch", "AwsBatchNode", "aws_batch_env", "aws_b
 
 
 @attrs.frozen(kw_only=True)
-class AwsBatchLaunch:
+class AwsBatchLaunch(Launch):
     """An MNP job of `num_nodes` nodes whose main node is index `main_node`, on attempt `attempt`.
 
     Node i has the private IPv4 address ``10.0.{subnet}.{10 + i}`` and the host name
     ``ip-10-0-{subnet}-{10 + i}.ec2.internal``; its job id is ``{job_id}#{i}``.
     """
 
+    launcher = "aws_batch"
     num_nodes: int = attrs.field(default=2, validator=positive)
     main_node: int = attrs.field(default=0, validator=not_negative)
     job_id: str = "4d9a1c2e-7b3f-4e8a-9c6d-1f2e3a4b5c6d"
@@ -48,9 +50,8 @@ class AwsBatchLaunch:
     def host(self, node: int) -> str:
         return f"ip-10-0-{self.subnet}-{10 + node}.ec2.internal"
 
-    def node_variables(self, node: int) -> dict[str, str]:
-        if not 0 <= node < self.num_nodes:
-            raise ValueError(f"node={node}: the job has nodes 0..{self.num_nodes - 1}")
+    def process(self, node: int) -> Process:
+        index_in("node", node, self.num_nodes, "the job has nodes")
         env = {
             "AWS_BATCH_CE_NAME": "training-ce",
             "AWS_BATCH_JOB_ATTEMPT": str(self.attempt),
@@ -62,20 +63,13 @@ class AwsBatchLaunch:
         }
         if node != self.main_node:  # "This variable isn't present on the main node."
             env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = self.address(self.main_node)
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=self.host(node), node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(i), hostname=self.host(i), node=i) for i in range(self.num_nodes)
-        )
-        return Job(
-            launcher="aws_batch",
-            source="aws_batch",
-            processes=processes,
-            main=self.main_node,
-            aliases={self.host(self.main_node): self.address(self.main_node)},
-            call=f"aws_batch_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.num_nodes))
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {"main": self.main_node, "aliases": {self.host(self.main_node): self.address(self.main_node)}}
 
 
 @attrs.frozen(kw_only=True)
@@ -84,21 +78,15 @@ class AwsBatchNode(AwsBatchLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-aws_batch_job = builder(
+aws_batch_job, aws_batch_env = builders(
     AwsBatchLaunch,
-    AwsBatchLaunch.job,
-    name="aws_batch_job",
-    doc="Every node of one AWS Batch multi-node parallel job; the keywords are `AwsBatchLaunch`'s.",
-)
-aws_batch_env = builder(
     AwsBatchNode,
-    AwsBatchNode.variables,
-    name="aws_batch_env",
-    doc="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s.",
+    job="Every node of one AWS Batch multi-node parallel job; the keywords are `AwsBatchLaunch`'s.",
+    env="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s.",
 )
 
 

@@ -1,6 +1,6 @@
 """Azure ML: every node of a command job under the PyTorch distribution with one process per node.
 
-    azureml_env(node=1, instances=2)  -> dict: node 1's environment
+    azureml_env(node=1, instances=2)  -> Process: node 1's environment
     azureml_job(instances=2)          -> Job: every node's agent
 
 The keywords are the fields of `AzureMlLaunch` (plus `node` for `azureml_env`). Variables as
@@ -10,11 +10,12 @@ per-node launch (``process_count_per_instance=1``); no capture of a real job exi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,33 +25,28 @@ __all__ = ["LAUNCHER", "AzureMlLaunch", "AzureMlNode", "azureml_env", "azureml_j
 
 
 @attrs.frozen(kw_only=True)
-class AzureMlLaunch:
+class AzureMlLaunch(Launch):
     """A command job on `instances` nodes of a compute cluster; node i's IP is ``10.0.0.{4 + i}``."""
 
+    launcher = "azureml"
     instances: int = attrs.field(default=2, validator=positive)
     run_id: str = "bert_1701600000_5f3c2a1b"
     port: int = attrs.field(default=6105, validator=positive)
 
-    def node_variables(self, node: int) -> dict[str, str]:
-        if not 0 <= node < self.instances:
-            raise ValueError(f"node={node}: the job has nodes 0..{self.instances - 1}")
-        return {
+    def process(self, node: int) -> Process:
+        env = {
             "AZUREML_ARM_WORKSPACE_NAME": "workspace",
             "AZUREML_EXPERIMENT_ID": "0c5e0b6a-41ab-4f3e-9d1c-2b7a8e6f4d10",
             "AZUREML_RUN_ID": self.run_id,
             "MASTER_ADDR": "10.0.0.4",
             "MASTER_PORT": str(self.port),
-            "NODE_RANK": str(node),
+            "NODE_RANK": str(index_in("node", node, self.instances, "the job has nodes")),
             "WORLD_SIZE": str(self.instances),
         }
+        return Process(environ=env, hostname=f"10.0.0.{4 + node}", node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(n), hostname=f"10.0.0.{4 + n}", node=n) for n in range(self.instances)
-        )
-        return Job(
-            launcher="azureml", source="azureml", processes=processes, call=f"azureml_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.instances))
 
 
 @attrs.frozen(kw_only=True)
@@ -59,32 +55,23 @@ class AzureMlNode(AzureMlLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-azureml_job = builder(
+azureml_job, azureml_env = builders(
     AzureMlLaunch,
-    AzureMlLaunch.job,
-    name="azureml_job",
-    doc="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.",
-)
-azureml_env = builder(
     AzureMlNode,
-    AzureMlNode.variables,
-    name="azureml_env",
-    doc="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.",
+    job="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.",
+    env="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda n, port: AzureMlLaunch(instances=n, port=port).job(),
-        st.integers(1, min(8, most)),
-        st.integers(1024, 65535),
-    )
+    launches = st.builds(AzureMlLaunch, instances=st.integers(1, min(8, most)), port=st.integers(1024, 65535))
+    return launches.map(AzureMlLaunch.job)
 
 
 LAUNCHER = Launcher(name="azureml", nondeterministic={}, jobs=_jobs)

@@ -1,6 +1,6 @@
 """DeepSpeed 0.19's own launcher (``deepspeed``): every worker, as measured in tests/captures-hpc/deepspeed.
 
-    deepspeed_env(rank=1, num_gpus=2)                       -> dict: one worker's environment
+    deepspeed_env(rank=1, num_gpus=2)                       -> Process: one worker's environment
     deepspeed_job(hosts=("worker-0", "worker-1"), num_gpus=2) -> Job: every worker
 
 The keywords are the fields of `DeepSpeedLaunch` (plus `rank` for `deepspeed_env`). Checked against
@@ -11,16 +11,17 @@ the capture of ``deepspeed --num_gpus 2`` on the CPU; the several-node layout fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
+    Launch,
+    builders,
     capacities,
-    changed_fields,
     distinct_hosts,
+    index_in,
     not_negative,
     positive,
     to_hosts,
@@ -36,7 +37,7 @@ _DEFAULT_PORT = 29500  # deepspeed.constants.TORCH_DISTRIBUTED_DEFAULT_PORT
 
 
 @attrs.frozen(kw_only=True)
-class DeepSpeedLaunch:
+class DeepSpeedLaunch(Launch):
     """``deepspeed --num_gpus N script.py`` on `hosts` (a hostfile's hosts, in its order).
 
     `num_gpus` is the slots per host (one number, or one per host as a hostfile's ``slots=`` give).
@@ -46,6 +47,7 @@ class DeepSpeedLaunch:
     listing its node's slots, even on the CPU.
     """
 
+    launcher = "deepspeed"
     hosts: tuple[str, ...] = attrs.field(default=("localhost",), converter=to_hosts, validator=distinct_hosts)
     num_gpus: int | tuple[int, ...] = 1
     master_addr: str | None = None
@@ -61,10 +63,9 @@ class DeepSpeedLaunch:
         """The node index of each rank: host by host, in order."""
         return tuple(node for node, count in enumerate(self.slots()) for _ in range(count))
 
-    def worker_variables(self, rank: int) -> dict[str, str]:
+    def process(self, rank: int) -> Process:
         placement, slots = self.placement(), self.slots()
-        if not 0 <= rank < len(placement):
-            raise ValueError(f"rank={rank}: the launch has ranks 0..{len(placement) - 1}")
+        index_in("rank", rank, len(placement), "the launch has ranks")
         node = placement[rank]
         address = self.master_addr or ("127.0.0.1" if len(self.hosts) == 1 else self.hosts[0])
         env = {
@@ -79,19 +80,10 @@ class DeepSpeedLaunch:
             "RANK": str(rank),
             "WORLD_SIZE": str(len(placement)),
         }
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=self.hosts[node], node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.worker_variables(rank), hostname=self.hosts[node], node=node)
-            for rank, node in enumerate(self.placement())
-        )
-        return Job(
-            launcher="deepspeed",
-            source="deepspeed",
-            processes=processes,
-            call=f"deepspeed_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(len(self.placement())))
 
 
 @attrs.frozen(kw_only=True)
@@ -100,21 +92,15 @@ class DeepSpeedWorker(DeepSpeedLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.worker_variables(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-deepspeed_job = builder(
+deepspeed_job, deepspeed_env = builders(
     DeepSpeedLaunch,
-    DeepSpeedLaunch.job,
-    name="deepspeed_job",
-    doc="Every worker of one ``deepspeed`` launch; the keywords are `DeepSpeedLaunch`'s.",
-)
-deepspeed_env = builder(
     DeepSpeedWorker,
-    DeepSpeedWorker.variables,
-    name="deepspeed_env",
-    doc="Worker `rank`'s environment under DeepSpeed's launcher; the other keywords are `DeepSpeedLaunch`'s.",
+    job="Every worker of one ``deepspeed`` launch; the keywords are `DeepSpeedLaunch`'s.",
+    env="Worker `rank`'s environment under DeepSpeed's launcher; the other keywords are `DeepSpeedLaunch`'s.",
 )
 
 

@@ -1,6 +1,6 @@
 """dstack distributed tasks: every node running the task's commands, as dstack's documentation gives them.
 
-    dstack_env(node=1, nodes=2, gpus_per_node=4)  -> dict: node 1's environment
+    dstack_env(node=1, nodes=2, gpus_per_node=4)  -> Process: node 1's environment
     dstack_job(nodes=2)                           -> Job: every node's agent
 
 The keywords are the fields of `DstackLaunch` (plus `node` for `dstack_env`). From
@@ -9,11 +9,12 @@ https://dstack.ai/docs/concepts/tasks/#system-environment-variables; no capture 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -23,9 +24,10 @@ __all__ = ["LAUNCHER", "DstackLaunch", "DstackNode", "dstack_env", "dstack_job"]
 
 
 @attrs.frozen(kw_only=True)
-class DstackLaunch:
+class DstackLaunch(Launch):
     """Run `run_name` of a task on `nodes` nodes with `gpus_per_node` GPUs each; node i's IP is ``10.0.0.{5 + i}``."""
 
+    launcher = "dstack"
     nodes: int = attrs.field(default=2, validator=positive)
     gpus_per_node: int = attrs.field(default=0, validator=not_negative)
     run_name: str = "train-ddp"
@@ -33,10 +35,9 @@ class DstackLaunch:
     def ip(self, node: int) -> str:
         return f"10.0.0.{5 + node}"
 
-    def node_variables(self, node: int) -> dict[str, str]:
-        if not 0 <= node < self.nodes:
-            raise ValueError(f"node={node}: the task has nodes 0..{self.nodes - 1}")
-        return {
+    def process(self, node: int) -> Process:
+        index_in("node", node, self.nodes, "the task has nodes")
+        env = {
             "DSTACK_GPUS_NUM": str(self.gpus_per_node * self.nodes),
             "DSTACK_GPUS_PER_NODE": str(self.gpus_per_node),
             "DSTACK_MASTER_NODE_IP": self.ip(0),
@@ -45,14 +46,10 @@ class DstackLaunch:
             "DSTACK_NODE_RANK": str(node),
             "DSTACK_RUN_NAME": self.run_name,
         }
+        return Process(environ=env, hostname=f"{self.run_name}-{node}", node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(i), hostname=f"{self.run_name}-{i}", node=i) for i in range(self.nodes)
-        )
-        return Job(
-            launcher="dstack", source="dstack", processes=processes, call=f"dstack_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.nodes))
 
 
 @attrs.frozen(kw_only=True)
@@ -61,32 +58,23 @@ class DstackNode(DstackLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-dstack_job = builder(
+dstack_job, dstack_env = builders(
     DstackLaunch,
-    DstackLaunch.job,
-    name="dstack_job",
-    doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.",
-)
-dstack_env = builder(
     DstackNode,
-    DstackNode.variables,
-    name="dstack_env",
-    doc="Node `node`'s environment; the other keywords are `DstackLaunch`'s.",
+    job="Every node of one dstack task; the keywords are `DstackLaunch`'s.",
+    env="Node `node`'s environment; the other keywords are `DstackLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda n, gpus: DstackLaunch(nodes=n, gpus_per_node=gpus).job(),
-        st.integers(1, min(4, most)),
-        st.sampled_from([0, 2, 8]),
-    )
+    launches = st.builds(DstackLaunch, nodes=st.integers(1, min(4, most)), gpus_per_node=st.sampled_from([0, 2, 8]))
+    return launches.map(DstackLaunch.job)
 
 
 LAUNCHER = Launcher(name="dstack", nondeterministic={}, jobs=_jobs)

@@ -1,6 +1,6 @@
 """Flux (flux-core) ``flux run``: every task, as flux-environment(7) describes its environment.
 
-    flux_env(rank=3, n=4, hosts=("node1", "node2"))  -> dict: task 3's environment
+    flux_env(rank=3, n=4, hosts=("node1", "node2"))  -> Process: task 3's environment
     flux_job(n=4, hosts=("node1", "node2"))          -> Job: every task
 
 The keywords are the fields of `FluxLaunch` (plus `rank` for `flux_env`). No Flux instance runs
@@ -11,14 +11,16 @@ cyclic task mapping as its example table shows, and F58 job ids (RFC 19).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
-    changed_fields,
+    Launch,
+    builders,
     distinct_hosts,
+    index_in,
     not_negative,
     positive,
     stable_number,
@@ -48,7 +50,7 @@ def _f58_encode(job: int) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class FluxLaunch:
+class FluxLaunch(Launch):
     """``flux run -N len(hosts) -n n [--taskmap=cyclic]`` in a Flux instance whose brokers run on `hosts`.
 
     Tasks spread as evenly as they go, the first hosts taking one more when `n` does not divide;
@@ -56,6 +58,7 @@ class FluxLaunch:
     in turns. `job_id` is the job id's integer (FLUX_JOB_ID is its F58 form).
     """
 
+    launcher = "flux"
     n: int = attrs.field(default=1, validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
     taskmap: Literal["block", "cyclic"] = "block"
@@ -76,10 +79,9 @@ class FluxLaunch:
         counts = [self.n // nodes + (1 if node < self.n % nodes else 0) for node in range(nodes)]
         return tuple(node for node, count in enumerate(counts) for _ in range(count))
 
-    def task_variables(self, rank: int) -> dict[str, str]:
+    def process(self, rank: int) -> Process:
         placement = self.placement()
-        if not 0 <= rank < self.n:
-            raise ValueError(f"rank={rank}: the job has tasks 0..{self.n - 1}")
+        index_in("rank", rank, self.n, "the job has tasks")
         node = placement[rank]
         local = placement[:rank].count(node)
         f58 = _f58_encode(self.job_id)
@@ -99,20 +101,13 @@ class FluxLaunch:
             "PMI_SIZE": str(self.n),
             "PMI_SPAWNED": "0",
         }
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=self.hosts[node], node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.task_variables(rank), hostname=self.hosts[node], node=node)
-            for rank, node in enumerate(self.placement())
-        )
-        return Job(
-            launcher="flux",
-            source="flux",
-            processes=processes,
-            mpi=len(self.hosts) > 1,  # across nodes the tasks exchange host names through MPI
-            call=f"flux_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.n))
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {"mpi": len(self.hosts) > 1}  # across nodes the tasks exchange host names through MPI
 
 
 @attrs.frozen(kw_only=True)
@@ -121,21 +116,15 @@ class FluxTask(FluxLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.task_variables(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-flux_job = builder(
+flux_job, flux_env = builders(
     FluxLaunch,
-    FluxLaunch.job,
-    name="flux_job",
-    doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.",
-)
-flux_env = builder(
     FluxTask,
-    FluxTask.variables,
-    name="flux_env",
-    doc="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s.",
+    job="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.",
+    env="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s.",
 )
 
 

@@ -20,13 +20,14 @@ The keywords are the fields of `GridEngineLaunch`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
-    changed_fields,
+    Launch,
+    builders,
     distinct_hosts,
     ephemeral_port,
     positive,
@@ -49,7 +50,7 @@ _UNDEFINED = "undefined"
 
 
 @attrs.frozen(kw_only=True)
-class GridEngineLaunch:
+class GridEngineLaunch(Launch):
     """One Grid Engine job (``qsub``, or ``qrsh`` with `how="qrsh"`), optionally an array task or a parallel job.
 
     `array` is ``qsub -t``'s range (``range(2, 6, 3)`` for ``-t 2-5:3``) and `task_id` the task this
@@ -61,6 +62,7 @@ class GridEngineLaunch:
     the captures). `launch`: the ``mpirun``/``mpiexec`` the job script runs (see the module docstring).
     """
 
+    launcher = "gridengine"
     job_id: int = attrs.field(default=1, validator=positive)
     job_name: str = "job.sh"
     how: _How = "script"
@@ -212,35 +214,31 @@ class GridEngineLaunch:
         """The one process Grid Engine starts: the job script, binary or qrsh command, on the master host."""
         return Process(environ=self.environ(), hostname=self.hosts[0], files=self.files())
 
-    def job(self) -> Job:
-        call = f"gridengine_job(**{changed_fields(self)})"
+    one = process
+
+    def processes(self) -> Iterator[Process]:
         if self.launch is None:
-            return Job(launcher="gridengine", source="gridengine", processes=(self.process(),), call=call)
+            yield self.process()
+            return
         launch = self.launch
         if isinstance(launch, OpenMpiLaunch):
             launch = attrs.evolve(launch, tmpdir=self.tmpdir)
-        ranks = launch.job()
-        processes = []
-        for rank in ranks:
+        for rank in launch.processes():
             index = self.hosts.index(rank.hostname)
             files = self.files() if index == 0 else {}
-            processes.append(attrs.evolve(rank, environ={**self.environ(index), **rank.environ}, files=files))
-        return Job(launcher="gridengine", source="mpi", processes=tuple(processes), mpi=True, call=call)
+            yield attrs.evolve(rank, environ={**self.environ(index), **rank.environ}, files=files)
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {} if self.launch is None else {"source": "mpi", "mpi": True}
 
 
-gridengine_job = builder(
+gridengine_job, gridengine_env = builders(
     GridEngineLaunch,
-    GridEngineLaunch.job,
-    name="gridengine_job",
-    doc="The processes of one Grid Engine job (the job script, or the ranks of `launch`); the keywords are "
+    GridEngineLaunch,
+    job="The processes of one Grid Engine job (the job script, or the ranks of `launch`); the keywords are "
     "`GridEngineLaunch`'s.",
-)
-gridengine_env = builder(
-    GridEngineLaunch,
-    GridEngineLaunch.process,
-    name="gridengine_env",
-    doc="The one process Grid Engine starts (job script, binary, qrsh): ``.environ``, ``.files`` (PE_HOSTFILE), "
-    "``.hostname``, ``.probes()``.",
+    env="The one process Grid Engine starts (job script, binary, qrsh), with ``.files`` (PE_HOSTFILE); the keywords "
+    "are `GridEngineLaunch`'s.",
 )
 
 

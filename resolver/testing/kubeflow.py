@@ -1,6 +1,6 @@
 """Kubeflow training operator (v1.7+): every pod of a PyTorchJob, from the operator's documentation.
 
-    kubeflow_env(rank=2, workers=3, name="bert")  -> dict: pod 2's environment
+    kubeflow_env(rank=2, workers=3, name="bert")  -> Process: pod 2's environment
     kubeflow_job(workers=3)                       -> Job: every pod (resolve with ``source="kubeflow"``)
 
 The keywords are the fields of `KubeflowLaunch` (plus `rank` for `kubeflow_env`). No capture of a
@@ -9,11 +9,12 @@ real PyTorchJob exists here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ __all__ = ["LAUNCHER", "KubeflowLaunch", "KubeflowPod", "kubeflow_env", "kubeflo
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowLaunch:
+class KubeflowLaunch(Launch):
     """A Kubeflow training-operator (v1.7+) PyTorchJob without elasticPolicy: one Master and `workers` Workers.
 
     Pod i is ``{name}-master-0`` (rank 0) or ``{name}-worker-{i-1}``; MASTER_ADDR is the master's
@@ -32,6 +33,7 @@ class KubeflowLaunch:
     describes one process per pod; with more, the pods run torchrun).
     """
 
+    launcher = "kubeflow"
     workers: int = attrs.field(default=1, validator=not_negative)
     name: str = "pytorch-job"
     port: int = attrs.field(default=23456, validator=positive)
@@ -44,9 +46,8 @@ class KubeflowLaunch:
     def pod(self, rank: int) -> str:
         return f"{self.name}-master-0" if rank == 0 else f"{self.name}-worker-{rank - 1}"
 
-    def pod_variables(self, rank: int) -> dict[str, str]:
-        if not 0 <= rank < self.replicas:
-            raise ValueError(f"rank={rank}: the job has pods 0..{self.replicas - 1}")
+    def process(self, rank: int) -> Process:
+        index_in("rank", rank, self.replicas, "the job has pods")
         per_pod = int(self.nproc_per_node) if self.nproc_per_node.isdigit() else 1
         env = {
             "MASTER_ADDR": self.pod(0),
@@ -60,15 +61,13 @@ class KubeflowLaunch:
             "RANK": str(rank),
             "WORLD_SIZE": str(self.replicas * per_pod),
         }
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=self.pod(rank), node=rank)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.pod_variables(rank), hostname=self.pod(rank), node=rank)
-            for rank in range(self.replicas)
-        )
-        call = f"kubeflow_job(**{changed_fields(self)})"
-        return Job(launcher="kubeflow", source="kubeflow", forced=True, processes=processes, call=call)
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.replicas))
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {"forced": True}
 
 
 @attrs.frozen(kw_only=True)
@@ -77,21 +76,15 @@ class KubeflowPod(KubeflowLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.pod_variables(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-kubeflow_job = builder(
+kubeflow_job, kubeflow_env = builders(
     KubeflowLaunch,
-    KubeflowLaunch.job,
-    name="kubeflow_job",
-    doc='Every pod of one PyTorchJob (resolve with ``source="kubeflow"``); keywords of `KubeflowLaunch`.',
-)
-kubeflow_env = builder(
     KubeflowPod,
-    KubeflowPod.variables,
-    name="kubeflow_env",
-    doc="Pod `rank`'s environment as the training operator sets it; the other keywords are `KubeflowLaunch`'s.",
+    job='Every pod of one PyTorchJob (resolve with ``source="kubeflow"``); keywords of `KubeflowLaunch`.',
+    env="Pod `rank`'s environment as the training operator sets it; the other keywords are `KubeflowLaunch`'s.",
 )
 
 
@@ -99,12 +92,8 @@ def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
     names = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
-    return st.builds(
-        lambda workers, name, port: KubeflowLaunch(workers=workers, name=name, port=port).job(),
-        st.integers(0, most - 1),
-        names,
-        st.integers(1024, 65535),
-    )
+    launches = st.builds(KubeflowLaunch, workers=st.integers(0, most - 1), name=names, port=st.integers(1024, 65535))
+    return launches.map(KubeflowLaunch.job)
 
 
 LAUNCHER = Launcher(name="kubeflow", nondeterministic={}, jobs=_jobs)

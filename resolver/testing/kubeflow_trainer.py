@@ -1,6 +1,6 @@
 """Kubeflow Trainer v2: every trainer node (pod) of a TrainJob, as its torch plugin sets them.
 
-    kubeflow_trainer_env(node=1, num_nodes=2, nproc_per_node="4")  -> dict: pod 1's environment
+    kubeflow_trainer_env(node=1, num_nodes=2, nproc_per_node="4")  -> Process: pod 1's environment
     kubeflow_trainer_job(num_nodes=2)                              -> Job: every pod's agent
 
 The keywords are the fields of `KubeflowTrainerLaunch` (plus `node` for `kubeflow_trainer_env`).
@@ -11,11 +11,12 @@ TrainJob exists here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -38,13 +39,14 @@ def _nproc(instance: object, attribute: attrs.Attribute[str], value: str) -> Non
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowTrainerLaunch:
+class KubeflowTrainerLaunch(Launch):
     """A TrainJob `name` with `num_nodes` trainer nodes of `nproc_per_node` processes each.
 
     Pod i runs on host ``{name}-node-0-{i}`` (JobSet's naming); ``PET_MASTER_ADDR`` is node 0's
     ``{name}-node-0-0.{name}``; ``PET_NODE_RANK`` is the pod's completion index.
     """
 
+    launcher = "kubeflow_trainer"
     num_nodes: int = attrs.field(default=2, validator=positive)
     nproc_per_node: str = attrs.field(default="auto", validator=_nproc)
     name: str = "trainjob"
@@ -52,10 +54,9 @@ class KubeflowTrainerLaunch:
     def pod(self, node: int) -> str:
         return f"{self.name}-node-0-{node}"
 
-    def node_variables(self, node: int) -> dict[str, str]:
-        if not 0 <= node < self.num_nodes:
-            raise ValueError(f"node={node}: the TrainJob has nodes 0..{self.num_nodes - 1}")
-        return {
+    def process(self, node: int) -> Process:
+        index_in("node", node, self.num_nodes, "the TrainJob has nodes")
+        env = {
             "JOB_COMPLETION_INDEX": str(node),
             "PET_MASTER_ADDR": f"{self.pod(0)}.{self.name}",
             "PET_MASTER_PORT": str(_PORT),
@@ -63,13 +64,10 @@ class KubeflowTrainerLaunch:
             "PET_NODE_RANK": str(node),
             "PET_NPROC_PER_NODE": self.nproc_per_node,
         }
+        return Process(environ=env, hostname=self.pod(node), node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(i), hostname=self.pod(i), node=i) for i in range(self.num_nodes)
-        )
-        call = f"kubeflow_trainer_job(**{changed_fields(self)})"
-        return Job(launcher="kubeflow_trainer", source="kubeflow_trainer", processes=processes, call=call)
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.num_nodes))
 
 
 @attrs.frozen(kw_only=True)
@@ -78,33 +76,28 @@ class KubeflowTrainerNode(KubeflowTrainerLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-kubeflow_trainer_job = builder(
+kubeflow_trainer_job, kubeflow_trainer_env = builders(
     KubeflowTrainerLaunch,
-    KubeflowTrainerLaunch.job,
-    name="kubeflow_trainer_job",
-    doc="Every trainer node of one TrainJob; the keywords are `KubeflowTrainerLaunch`'s.",
-)
-kubeflow_trainer_env = builder(
     KubeflowTrainerNode,
-    KubeflowTrainerNode.variables,
-    name="kubeflow_trainer_env",
-    doc="Trainer node `node`'s environment; the other keywords are `KubeflowTrainerLaunch`'s.",
+    job="Every trainer node of one TrainJob; the keywords are `KubeflowTrainerLaunch`'s.",
+    env="Trainer node `node`'s environment; the other keywords are `KubeflowTrainerLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda nodes, nproc, name: KubeflowTrainerLaunch(num_nodes=nodes, nproc_per_node=nproc, name=name).job(),
-        st.integers(1, min(4, most)),
-        st.sampled_from(["auto", "cpu", "gpu", "1", "4", "8"]),
-        st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
+    launches = st.builds(
+        KubeflowTrainerLaunch,
+        num_nodes=st.integers(1, min(4, most)),
+        nproc_per_node=st.sampled_from(["auto", "cpu", "gpu", "1", "4", "8"]),
+        name=st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
     )
+    return launches.map(KubeflowTrainerLaunch.job)
 
 
 LAUNCHER = Launcher(name="kubeflow_trainer", nondeterministic={}, jobs=_jobs)

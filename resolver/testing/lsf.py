@@ -3,18 +3,19 @@
     lsf_env(rank=4, hosts=("a01n01", "a01n02"), tasks_per_host=3)  -> Process: .environ, .files (the rankfile)
     lsf_job(hosts=("a01n01", "a01n02"), tasks_per_host=3)          -> Job: every task
 
-LSF's source also reads the rankfile, so `lsf_env` gives a `Process` whose ``.probes()`` answer it.
+LSF's source also reads the rankfile: the `Process` has it in ``.files``, and its ``.probes()`` answer it.
 The keywords are the fields of `LsfLaunch` (plus `rank` for `lsf_env`). No capture of a real LSF
 job exists here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, distinct_hosts, not_negative, positive, to_hosts
+from resolver.testing._launch import Launch, builders, distinct_hosts, index_in, not_negative, positive, to_hosts
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ __all__ = ["LAUNCHER", "LsfLaunch", "LsfTask", "lsf_env", "lsf_job"]
 
 
 @attrs.frozen(kw_only=True)
-class LsfLaunch:
+class LsfLaunch(Launch):
     """An LSF job (``bsub``) whose tasks jsrun starts: `tasks_per_host` on each of `hosts`, in order.
 
     Not checked against a capture (there is none here): the variables are those LSF documents for job
@@ -35,6 +36,7 @@ class LsfLaunch:
     "name[1-10]"``), whose elements share `job_id`.
     """
 
+    launcher = "lsf"
     hosts: tuple[str, ...] = attrs.field(default=("a01n01",), converter=to_hosts, validator=distinct_hosts)
     tasks_per_host: int = attrs.field(default=1, validator=positive)
     slots_per_host: int | None = attrs.field(default=None, validator=positive)
@@ -66,9 +68,8 @@ class LsfLaunch:
         text = self.launch_host + "\n" + "".join(f"{host}\n" * slots for host in self.hosts)
         return {self.rankfile: text, self.hostfile: text}
 
-    def task(self, rank: int) -> Process:
-        if not 0 <= rank < self.ntasks:
-            raise ValueError(f"rank={rank}: the job has tasks 0..{self.ntasks - 1}")
+    def process(self, rank: int) -> Process:
+        index_in("rank", rank, self.ntasks, "the job has tasks")
         node, local = divmod(rank, self.tasks_per_host)
         slots = self.slots_per_host or self.tasks_per_host
         env = {
@@ -86,9 +87,8 @@ class LsfLaunch:
         }
         return Process(environ=dict(sorted(env.items())), hostname=self.hosts[node], node=node, files=self.files())
 
-    def job(self) -> Job:
-        processes = tuple(self.task(rank) for rank in range(self.ntasks))
-        return Job(launcher="lsf", source="lsf", processes=processes, call=f"lsf_job(**{changed_fields(self)})")
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.ntasks))
 
 
 @attrs.frozen(kw_only=True)
@@ -97,18 +97,15 @@ class LsfTask(LsfLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def process(self) -> Process:
-        return self.task(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-lsf_job = builder(
-    LsfLaunch, LsfLaunch.job, name="lsf_job", doc="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s."
-)
-lsf_env = builder(
+lsf_job, lsf_env = builders(
+    LsfLaunch,
     LsfTask,
-    LsfTask.process,
-    name="lsf_env",
-    doc="Task `rank` of a jsrun launch: ``.environ``, ``.files`` (the rankfile), ``.hostname``, ``.probes()``.",
+    job="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.",
+    env="Task `rank` of a jsrun launch, with ``.files`` (the rankfile); the other keywords are `LsfLaunch`'s.",
 )
 
 

@@ -1,6 +1,6 @@
 """Kubernetes LeaderWorkerSet: every pod of one leader-worker group, as LWS's pod webhook sets them.
 
-    lws_env(node=1, size=4, name="vllm")  -> dict: worker pod 1's environment
+    lws_env(node=1, size=4, name="vllm")  -> Process: worker pod 1's environment
     lws_job(size=4, group=1)              -> Job: every pod of group 1
 
 The keywords are the fields of `LwsLaunch` (plus `node`, the pod's worker index, for `lws_env`).
@@ -14,11 +14,12 @@ no capture exists here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -35,13 +36,14 @@ def _policy(instance: object, attribute: attrs.Attribute[Any], value: str) -> No
 
 
 @attrs.frozen(kw_only=True)
-class LwsLaunch:
+class LwsLaunch(Launch):
     """Group `group` of the LeaderWorkerSet `name` in `namespace`, of `size` pods (a leader and `size - 1` workers).
 
     The leader pod is ``{name}-{group}``, worker i is ``{name}-{group}-{i}``; the headless service's
     subdomain is `name` (`subdomain_policy` ``Shared``) or the leader's name (``UniquePerReplica``).
     """
 
+    launcher = "lws"
     name: str = "vllm"
     size: int = attrs.field(default=2, validator=positive)
     group: int = attrs.field(default=0, validator=not_negative)
@@ -53,9 +55,8 @@ class LwsLaunch:
         leader = f"{self.name}-{self.group}"
         return leader if index == 0 else f"{leader}-{index}"
 
-    def node_variables(self, index: int) -> dict[str, str]:
-        if not 0 <= index < self.size:
-            raise ValueError(f"node={index}: the group has pods 0..{self.size - 1}")
+    def process(self, index: int) -> Process:
+        index_in("node", index, self.size, "the group has pods")
         subdomain = self.name if self.subdomain_policy == "Shared" else self.pod(0)
         env = {
             "LWS_LEADER_ADDRESS": f"{self.pod(0)}.{subdomain}.{self.namespace}",
@@ -64,13 +65,10 @@ class LwsLaunch:
         }
         if self.downward_api:
             env |= {"LWS_NAME": self.name, "LWS_GROUP_INDEX": str(self.group)}
-        return env
+        return Process(environ=env, hostname=self.pod(index), node=index)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(i), hostname=self.pod(i), node=i) for i in range(self.size)
-        )
-        return Job(launcher="lws", source="lws", processes=processes, call=f"lws_job(**{changed_fields(self)})")
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.size))
 
 
 @attrs.frozen(kw_only=True)
@@ -79,36 +77,29 @@ class LwsPod(LwsLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-lws_job = builder(
+lws_job, lws_env = builders(
     LwsLaunch,
-    LwsLaunch.job,
-    name="lws_job",
-    doc="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.",
-)
-lws_env = builder(
     LwsPod,
-    LwsPod.variables,
-    name="lws_env",
-    doc="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s.",
+    job="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.",
+    env="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda size, group, policy, downward: LwsLaunch(
-            size=size, group=group, subdomain_policy=policy, downward_api=downward
-        ).job(),
-        st.integers(1, min(4, most)),
-        st.integers(0, 3),
-        st.sampled_from(_POLICIES),
-        st.booleans(),
+    launches = st.builds(
+        LwsLaunch,
+        size=st.integers(1, min(4, most)),
+        group=st.integers(0, 3),
+        subdomain_policy=st.sampled_from(_POLICIES),
+        downward_api=st.booleans(),
     )
+    return launches.map(LwsLaunch.job)
 
 
 LAUNCHER = Launcher(name="lws", nondeterministic={}, jobs=_jobs)

@@ -1,6 +1,6 @@
 """MPICH 4.0.2 ``mpiexec`` (Hydra): every rank, as measured in tests/captures/mpich.
 
-    mpich_env(rank=2, n=4, hosts=("nodeA", "nodeB"))  -> dict: rank 2's environment
+    mpich_env(rank=2, n=4, hosts=("nodeA", "nodeB"))  -> Process: rank 2's environment
     mpich_job(n=4, hosts=("vm",))                     -> Job: every rank
 
 The keywords are the fields of `MpichLaunch` (plus `rank` for `mpich_env`).
@@ -8,15 +8,17 @@ The keywords are the fields of `MpichLaunch` (plus `rank` for `mpich_env`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
+    Launch,
+    builders,
     capacities,
-    changed_fields,
     distinct_hosts,
+    index_in,
     not_negative,
     positive,
     stable_number,
@@ -33,7 +35,7 @@ __all__ = ["LAUNCHER", "MpichLaunch", "MpichRank", "mpich_env", "mpich_job"]
 
 
 @attrs.frozen(kw_only=True)
-class MpichLaunch:
+class MpichLaunch(Launch):
     """MPICH 4.0.2 ``mpiexec -n n -hosts h1:c1,h2:c2`` (Hydra), run on `launch_host` (default the first host).
 
     Hydra deals the ranks out in turns, `counts[i]` (default 1) to host i at a time, round and round:
@@ -44,6 +46,7 @@ class MpichLaunch:
     inherits unchanged (None: unset).
     """
 
+    launcher, source = "mpich", "mpi"
     n: int = attrs.field(validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     counts: int | tuple[int, ...] = 1
@@ -61,10 +64,9 @@ class MpichLaunch:
                 out += [host] * min(count, self.n - len(out))
         return tuple(out)
 
-    def rank_variables(self, rank: int) -> dict[str, str]:
+    def process(self, rank: int) -> Process:
         placement = self.placement()
-        if not 0 <= rank < self.n:
-            raise ValueError(f"rank={rank}: the job has ranks 0..{self.n - 1}")
+        index_in("rank", rank, self.n, "the job has ranks")
         node = placement[rank]
         local = placement[:rank].count(node)
         host = self.hosts[node]
@@ -79,16 +81,13 @@ class MpichLaunch:
         if host == (self.launch_host or self.hosts[0]):
             env["HYDI_CONTROL_FD"] = "7"
         env |= visibility(self.visible_devices)
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=host, node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.rank_variables(rank), hostname=self.hosts[node], node=node)
-            for rank, node in enumerate(self.placement())
-        )
-        return Job(
-            launcher="mpich", source="mpi", mpi=True, processes=processes, call=f"mpich_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.n))
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {"mpi": True}
 
 
 @attrs.frozen(kw_only=True)
@@ -97,21 +96,15 @@ class MpichRank(MpichLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.rank_variables(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-mpich_job = builder(
+mpich_job, mpich_env = builders(
     MpichLaunch,
-    MpichLaunch.job,
-    name="mpich_job",
-    doc="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s.",
-)
-mpich_env = builder(
     MpichRank,
-    MpichRank.variables,
-    name="mpich_env",
-    doc="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s.",
+    job="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s.",
+    env="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s.",
 )
 
 

@@ -1,6 +1,6 @@
 """Open MPI 4.1.4 ``mpirun`` (PMIx 4.2.2): every rank, as measured in tests/captures/openmpi.
 
-    openmpi_env(rank=1, np=4, hosts=("vm",), slots=2, oversubscribe=True)  -> dict: rank 1's environment
+    openmpi_env(rank=1, np=4, hosts=("vm",), slots=2, oversubscribe=True)  -> Process: rank 1's environment
     openmpi_job(np=3, hosts=("vm", "nodeB"), slots=2)                      -> Job: every rank
 
 The keywords are the fields of `OpenMpiLaunch` (plus `rank` for `openmpi_env`).
@@ -8,17 +8,18 @@ The keywords are the fields of `OpenMpiLaunch` (plus `rank` for `openmpi_env`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
+    Launch,
+    builders,
     capacities,
-    changed_fields,
     distinct_hosts,
     ephemeral_port,
+    index_in,
     not_negative,
     positive,
     stable_number,
@@ -71,7 +72,7 @@ def _map_by_slot(np: int, slots: Sequence[int]) -> tuple[int, ...]:
 
 
 @attrs.frozen(kw_only=True)
-class OpenMpiLaunch:
+class OpenMpiLaunch(Launch):
     """Open MPI 4.1.4 ``mpirun -n np`` (PMIx 4.2.2) over `hosts` with `slots` each, mpirun on the first host.
 
     Ranks are mapped by slot. Beyond the slots, `oversubscribe=True` is needed (as mpirun refuses
@@ -87,6 +88,7 @@ class OpenMpiLaunch:
     inherits unchanged (None: unset).
     """
 
+    launcher, source = "openmpi", "mpi"
     np: int = attrs.field(validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     slots: int | tuple[int, ...] = 2
@@ -112,10 +114,9 @@ class OpenMpiLaunch:
     def placement(self) -> tuple[int, ...]:
         return _map_by_slot(self.np, self.host_slots)
 
-    def rank_variables(self, rank: int) -> dict[str, str]:
+    def process(self, rank: int) -> Process:
         counts = self.placement()
-        if not 0 <= rank < self.np:
-            raise ValueError(f"rank={rank}: the job has ranks 0..{self.np - 1}")
+        index_in("rank", rank, self.np, "the job has ranks")
         daemon, first = 0, 0
         while rank >= first + counts[daemon]:
             first += counts[daemon]
@@ -192,25 +193,17 @@ class OpenMpiLaunch:
         if self.wdir is not None:
             env["OMPI_MCA_initial_wdir"] = self.wdir
         env |= visibility(self.visible_devices)
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=host, node=daemon)
 
     def _daemon_uri(self, family: int, daemon: int) -> str:
         ports = [ephemeral_port("orte", family, daemon, proto) for proto in (4, 6)]
         return f"{family << 16}.{daemon};tcp://192.0.2.{2 + daemon}:{ports[0]};tcp6://[fd00::{2 + daemon:x}]:{ports[1]}"
 
-    def job(self) -> Job:
-        nodes = [index for index, count in enumerate(self.placement()) for _ in range(count)]
-        processes = tuple(
-            Process(environ=self.rank_variables(rank), hostname=self.hosts[node], node=node)
-            for rank, node in enumerate(nodes)
-        )
-        return Job(
-            launcher="openmpi",
-            source="mpi",
-            mpi=True,
-            processes=processes,
-            call=f"openmpi_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.np))
+
+    def job_options(self) -> Mapping[str, Any]:
+        return {"mpi": True}
 
 
 @attrs.frozen(kw_only=True)
@@ -219,21 +212,15 @@ class OpenMpiRank(OpenMpiLaunch):
 
     rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.rank_variables(self.rank)
+    def one(self) -> Process:
+        return self.process(self.rank)
 
 
-openmpi_job = builder(
+openmpi_job, openmpi_env = builders(
     OpenMpiLaunch,
-    OpenMpiLaunch.job,
-    name="openmpi_job",
-    doc="Every rank of one Open MPI ``mpirun``; the keywords are `OpenMpiLaunch`'s.",
-)
-openmpi_env = builder(
     OpenMpiRank,
-    OpenMpiRank.variables,
-    name="openmpi_env",
-    doc="Rank `rank`'s environment under Open MPI's mpirun; the other keywords are `OpenMpiLaunch`'s.",
+    job="Every rank of one Open MPI ``mpirun``; the keywords are `OpenMpiLaunch`'s.",
+    env="Rank `rank`'s environment under Open MPI's mpirun; the other keywords are `OpenMpiLaunch`'s.",
 )
 
 

@@ -16,14 +16,15 @@ carry the job script's variables: add `PbsLaunch.script_variables()` to an ``ope
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
+    Launch,
+    builders,
     capacities,
-    changed_fields,
     distinct_hosts,
     not_negative,
     positive,
@@ -38,7 +39,7 @@ __all__ = ["LAUNCHER", "PbsLaunch", "PbsProcess", "pbs_env", "pbs_job"]
 
 
 @attrs.frozen(kw_only=True)
-class PbsLaunch:
+class PbsLaunch(Launch):
     """A PBS job on `hosts` (the mother superior first) with `ncpus` vnodes (slots) on each.
 
     ``flavor="openpbs"`` (PBS Professional, OpenPBS: ``qsub -l select=N:ncpus=C``, arrays with ``-J``)
@@ -47,6 +48,7 @@ class PbsLaunch:
     ``qsub -I`` (``PBS_ENVIRONMENT=PBS_INTERACTIVE``).
     """
 
+    launcher = "pbs"
     hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
     ncpus: int | tuple[int, ...] = 1
     sequence: int = attrs.field(default=1234, validator=positive)
@@ -137,8 +139,8 @@ class PbsLaunch:
         files = {self.nodefile_path: self.nodefile()} if node == 0 else {}
         return Process(environ=environ, hostname=self.hosts[node], node=node, files=files)
 
-    def job(self) -> Job:
-        return Job(launcher="pbs", source="pbs", processes=(self.process(),), call=f"pbs_job(**{changed_fields(self)})")
+    def processes(self) -> Iterator[Process]:
+        yield self.process()  # the one process PBS starts: the job script
 
 
 @attrs.frozen(kw_only=True)
@@ -151,17 +153,11 @@ class PbsProcess(PbsLaunch):
         return self.process(self.vnode)
 
 
-pbs_job = builder(
+pbs_job, pbs_env = builders(
     PbsLaunch,
-    PbsLaunch.job,
-    name="pbs_job",
-    doc="The one process a PBS job starts (its job script); the keywords are `PbsLaunch`'s.",
-)
-pbs_env = builder(
     PbsProcess,
-    PbsProcess.one,
-    name="pbs_env",
-    doc="The job script (or, with `vnode`, a pbsdsh task): ``.environ``, ``.files`` (the node file), ``.probes()``.",
+    job="The one process a PBS job starts (its job script); the keywords are `PbsLaunch`'s.",
+    env="The job script (or, with `vnode`, a pbsdsh task), with ``.files`` (the node file); `PbsLaunch`'s keywords.",
 )
 
 

@@ -13,11 +13,12 @@ variables but ``SM_CURRENT_HOST``, so the hosts come from the resource config fi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -29,9 +30,10 @@ _CONFIG = "/opt/ml/input/config/resourceconfig.json"
 
 
 @attrs.frozen(kw_only=True)
-class SageMakerLaunch:
+class SageMakerLaunch(Launch):
     """A training job `name` on `instances` instances of `instance_type` with `gpus` GPUs each (0: CPU)."""
 
+    launcher = "sagemaker"
     instances: int = attrs.field(default=2, validator=positive)
     gpus: int = attrs.field(default=0, validator=not_negative)
     cpus: int = attrs.field(default=8, validator=positive)
@@ -57,8 +59,7 @@ class SageMakerLaunch:
         )
 
     def process(self, node: int) -> Process:
-        if not 0 <= node < self.instances:
-            raise ValueError(f"node={node}: the job has instances 0..{self.instances - 1}")
+        index_in("node", node, self.instances, "the job has instances")
         host = self.hosts[node]
         arn = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{self.name}"
         env = {"SM_CURRENT_HOST": host, "TRAINING_JOB_ARN": arn, "TRAINING_JOB_NAME": self.name}
@@ -75,14 +76,8 @@ class SageMakerLaunch:
             environ=dict(sorted(env.items())), hostname=host, node=node, files={_CONFIG: self.resource_config(node)}
         )
 
-    def job(self) -> Job:
-        processes = tuple(self.process(i) for i in range(self.instances))
-        return Job(
-            launcher="sagemaker",
-            source="sagemaker",
-            processes=processes,
-            call=f"sagemaker_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.instances))
 
 
 @attrs.frozen(kw_only=True)
@@ -91,33 +86,28 @@ class SageMakerInstance(SageMakerLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def build(self) -> Process:
+    def one(self) -> Process:
         return self.process(self.node)
 
 
-sagemaker_job = builder(
+sagemaker_job, sagemaker_env = builders(
     SageMakerLaunch,
-    SageMakerLaunch.job,
-    name="sagemaker_job",
-    doc="Every instance of one SageMaker training job; the keywords are `SageMakerLaunch`'s.",
-)
-sagemaker_env = builder(
     SageMakerInstance,
-    SageMakerInstance.build,
-    name="sagemaker_env",
-    doc="Instance `node`: a `Process` with its environment and its resource config file.",
+    job="Every instance of one SageMaker training job; the keywords are `SageMakerLaunch`'s.",
+    env="Instance `node`: a `Process` with its environment and its resource config file.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda n, gpus, variables: SageMakerLaunch(instances=n, gpus=gpus, with_variables=variables).job(),
-        st.integers(1, min(4, most)),
-        st.sampled_from([0, 1, 4, 8]),
-        st.booleans(),
+    launches = st.builds(
+        SageMakerLaunch,
+        instances=st.integers(1, min(4, most)),
+        gpus=st.sampled_from([0, 1, 4, 8]),
+        with_variables=st.booleans(),
     )
+    return launches.map(SageMakerLaunch.job)
 
 
 LAUNCHER = Launcher(name="sagemaker", nondeterministic={}, jobs=_jobs)

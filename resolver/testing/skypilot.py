@@ -1,6 +1,6 @@
 """SkyPilot: every node running a task's commands, as SkyPilot's documentation gives them.
 
-    skypilot_env(node=1, num_nodes=2, gpus_per_node=8)  -> dict: node 1's environment
+    skypilot_env(node=1, num_nodes=2, gpus_per_node=8)  -> Process: node 1's environment
     skypilot_job(num_nodes=2)                           -> Job: every node's agent
 
 The keywords are the fields of `SkyPilotLaunch` (plus `node` for `skypilot_env`). From
@@ -9,11 +9,12 @@ https://docs.skypilot.co/en/latest/running-jobs/environment-variables.html; no c
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -23,37 +24,32 @@ __all__ = ["LAUNCHER", "SkyPilotLaunch", "SkyPilotNode", "skypilot_env", "skypil
 
 
 @attrs.frozen(kw_only=True)
-class SkyPilotLaunch:
+class SkyPilotLaunch(Launch):
     """A task on cluster `cluster` of `num_nodes` nodes with `gpus_per_node` GPUs each (0: CPU nodes).
 
     Node i's IP is ``10.128.0.{47 + i}`` and its host ``{cluster}-{i}``; ``SKYPILOT_NODE_IPS`` lists
     them head first, one per line.
     """
 
+    launcher = "skypilot"
     num_nodes: int = attrs.field(default=2, validator=positive)
     gpus_per_node: int = attrs.field(default=0, validator=not_negative)
     cluster: str = "train"
     job_number: int = attrs.field(default=1, validator=positive)
 
-    def node_variables(self, node: int) -> dict[str, str]:
-        if not 0 <= node < self.num_nodes:
-            raise ValueError(f"node={node}: the cluster has nodes 0..{self.num_nodes - 1}")
-        return {
+    def process(self, node: int) -> Process:
+        index_in("node", node, self.num_nodes, "the cluster has nodes")
+        env = {
             "SKYPILOT_NODE_IPS": "\n".join(f"10.128.0.{47 + i}" for i in range(self.num_nodes)),
             "SKYPILOT_NODE_RANK": str(node),
             "SKYPILOT_NUM_GPUS_PER_NODE": str(self.gpus_per_node),
             "SKYPILOT_NUM_NODES": str(self.num_nodes),
             "SKYPILOT_TASK_ID": f"sky-2026-12-03-10-00-00-000001_{self.cluster}_{self.job_number}",
         }
+        return Process(environ=env, hostname=f"{self.cluster}-{node}", node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.node_variables(i), hostname=f"{self.cluster}-{i}", node=i)
-            for i in range(self.num_nodes)
-        )
-        return Job(
-            launcher="skypilot", source="skypilot", processes=processes, call=f"skypilot_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.num_nodes))
 
 
 @attrs.frozen(kw_only=True)
@@ -62,32 +58,23 @@ class SkyPilotNode(SkyPilotLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.node_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-skypilot_job = builder(
+skypilot_job, skypilot_env = builders(
     SkyPilotLaunch,
-    SkyPilotLaunch.job,
-    name="skypilot_job",
-    doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.",
-)
-skypilot_env = builder(
     SkyPilotNode,
-    SkyPilotNode.variables,
-    name="skypilot_env",
-    doc="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.",
+    job="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.",
+    env="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    return st.builds(
-        lambda n, gpus: SkyPilotLaunch(num_nodes=n, gpus_per_node=gpus).job(),
-        st.integers(1, min(4, most)),
-        st.sampled_from([0, 1, 8]),
-    )
+    sizes = {"num_nodes": st.integers(1, min(4, most)), "gpus_per_node": st.sampled_from([0, 1, 8])}
+    return st.builds(SkyPilotLaunch, **sizes).map(SkyPilotLaunch.job)
 
 
 LAUNCHER = Launcher(name="skypilot", nondeterministic={}, jobs=_jobs)

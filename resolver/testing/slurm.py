@@ -1,27 +1,30 @@
 """SLURM 22.05: srun tasks, the sbatch script and the salloc shell, as measured in tests/captures/slurm.
 
-    slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)   -> dict: one srun task's environment
+    slurm_env(procid=3, nodes=("ci1", "ci2"), ntasks=4)   -> Process: one srun task's environment
     slurm_job(nodes=("ci1", "ci2"), ntasks=4)             -> Job: every task of that launch
-    slurm_batch_env(...), slurm_salloc_env(...)           -> dict: the batch script's, the salloc shell's
+    slurm_batch_env(...), slurm_salloc_env(...)           -> Process: the batch script, the salloc shell
 
 The keywords are the fields of `SlurmLaunch` (plus `procid` for `slurm_env`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from resolver import hostlist
 from resolver.testing._launch import (
+    Launch,
     builder,
+    builders,
     capacities,
-    changed_fields,
     distinct_hosts,
     ephemeral_port,
+    index_in,
     not_negative,
+    one,
     positive,
     stable_number,
     to_hosts,
@@ -91,7 +94,7 @@ def _slurm_counts(counts: Sequence[int]) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class SlurmLaunch:
+class SlurmLaunch(Launch):
     """One SLURM 22.05 launch: an allocation (made by srun itself, sbatch or salloc) and one srun step.
 
     Allocation: `nodes` (``-N``/``-w``, in SLURM's order), `ntasks` (``-n``; default one per node, or
@@ -118,6 +121,7 @@ class SlurmLaunch:
     batch script has `SLURM_JOB_GPUS` instead of `SLURM_STEP_GPUS`, and its steps inherit it.
     """
 
+    launcher = "slurm"
     nodes: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     ntasks: int | None = attrs.field(default=None, validator=positive)
     tasks_per_node: int | None = attrs.field(default=None, validator=positive)
@@ -326,12 +330,11 @@ class SlurmLaunch:
         env |= {"ENVIRONMENT": "BATCH", "HOSTNAME": head} | self._job_gpus()
         return dict(sorted(env.items()))
 
-    def task_variables(self, procid: int) -> dict[str, str]:
-        """srun task `procid`'s environment."""
+    def process(self, procid: int) -> Process:
+        """srun task `procid`."""
         layout = self.layout()
         hosts = self.step_hosts()
-        if not 0 <= procid < sum(layout):
-            raise ValueError(f"procid={procid}: the step has tasks 0..{sum(layout) - 1}")
+        index_in("procid", procid, sum(layout), "the step has tasks")
         nodeid, first = 0, 0
         while procid >= first + layout[nodeid]:
             first += layout[nodeid]
@@ -368,17 +371,10 @@ class SlurmLaunch:
             # srun inside an allocation: block when tasks outnumber nodes, else cyclic (as measured)
             env["SLURM_DISTRIBUTION"] = "block" if sum(layout) > len(hosts) else "cyclic"
             env["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = env["SLURM_JOB_CPUS_PER_NODE"]
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=node, node=nodeid)
 
-    def job(self) -> Job:
-        layout = self.layout()
-        nodes = [index for index, count in enumerate(layout) for _ in range(count)]
-        hosts = self.step_hosts()
-        processes = tuple(
-            Process(environ=self.task_variables(procid), hostname=hosts[node], node=node)
-            for procid, node in enumerate(nodes)
-        )
-        return Job(launcher="slurm", source="slurm", processes=processes, call=f"slurm_job(**{changed_fields(self)})")
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(sum(self.layout())))
 
 
 @attrs.frozen(kw_only=True)
@@ -387,8 +383,8 @@ class SlurmTask(SlurmLaunch):
 
     procid: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.task_variables(self.procid)
+    def one(self) -> Process:
+        return self.process(self.procid)
 
 
 @attrs.frozen(kw_only=True)
@@ -397,6 +393,9 @@ class SlurmBatchScript(SlurmLaunch):
 
     allocation: Allocation = "sbatch"
 
+    def one(self) -> Process:
+        return Process(environ=self.batch_script_variables(), hostname=self.nodes[0])
+
 
 @attrs.frozen(kw_only=True)
 class SlurmSallocShell(SlurmLaunch):
@@ -404,30 +403,28 @@ class SlurmSallocShell(SlurmLaunch):
 
     allocation: Allocation = "salloc"
 
-    def variables(self) -> dict[str, str]:
+    def one(self) -> Process:
+        """The shell, on the host salloc ran on."""
         if self.allocation != "salloc":
             raise ValueError("the salloc shell exists only with allocation='salloc'")
-        return dict(sorted(self.job_variables().items()))
+        return Process(environ=dict(sorted(self.job_variables().items())), hostname=self.submit_host or self.nodes[0])
 
 
-slurm_job = builder(
-    SlurmLaunch, SlurmLaunch.job, name="slurm_job", doc="Every task of one srun step; the keywords are `SlurmLaunch`'s."
-)
-slurm_env = builder(
+slurm_job, slurm_env = builders(
+    SlurmLaunch,
     SlurmTask,
-    SlurmTask.variables,
-    name="slurm_env",
-    doc="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.",
+    job="Every task of one srun step; the keywords are `SlurmLaunch`'s.",
+    env="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.",
 )
 slurm_batch_env = builder(
     SlurmBatchScript,
-    SlurmBatchScript.batch_script_variables,
+    one,
     name="slurm_batch_env",
     doc="The sbatch script's own environment (ENVIRONMENT=BATCH, no SLURM_STEP_ID); keywords of `SlurmLaunch`.",
 )
 slurm_salloc_env = builder(
     SlurmSallocShell,
-    SlurmSallocShell.variables,
+    one,
     name="slurm_salloc_env",
     doc="The salloc shell's environment (no SLURM_PROCID: not a task); keywords of `SlurmLaunch`.",
 )

@@ -1,6 +1,6 @@
 """torchrun (torch 2.x): every worker of `nnodes` agents, as measured in tests/captures/torchrun.
 
-    torchrun_env(node_rank=1, local_rank=0, nnodes=2, nproc_per_node=4)  -> dict: one worker's environment
+    torchrun_env(node_rank=1, local_rank=0, nnodes=2, nproc_per_node=4)  -> Process: one worker's environment
     torchrun_job(nnodes=2, nproc_per_node=4, rdzv="static")             -> Job: every worker
 
 The keywords are the fields of `TorchrunLaunch` (plus `node_rank`, `local_rank` for `torchrun_env`).
@@ -8,13 +8,14 @@ The keywords are the fields of `TorchrunLaunch` (plus `node_rank`, `local_rank` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from resolver.testing._launch import (
-    builder,
-    changed_fields,
+    Launch,
+    builders,
     ephemeral_port,
     not_negative,
     positive,
@@ -32,7 +33,7 @@ __all__ = ["LAUNCHER", "TorchrunLaunch", "TorchrunWorker", "torchrun_env", "torc
 
 
 @attrs.frozen(kw_only=True)
-class TorchrunLaunch:
+class TorchrunLaunch(Launch):
     """One torchrun launch (torch 2.x): `nnodes` agents of `nproc_per_node` workers each.
 
     `hosts` are the agents' hosts (default node1, node2, ...). With ``rdzv="c10d"`` MASTER_ADDR is
@@ -43,6 +44,7 @@ class TorchrunLaunch:
     inherits unchanged (None: unset).
     """
 
+    launcher, source = "torchrun", "torchelastic"
     nnodes: int = attrs.field(default=1, validator=positive)
     nproc_per_node: int = attrs.field(default=1, validator=positive)
     rdzv: Literal["c10d", "static"] = "c10d"
@@ -71,7 +73,7 @@ class TorchrunLaunch:
         port = self.master_port or ephemeral_port("torchrun", self.run_id, self.restart_count, self.agent_hosts)
         return self.master_addr or self.agent_hosts[0], port
 
-    def worker_variables(self, node_rank: int, local_rank: int) -> dict[str, str]:
+    def process(self, node_rank: int, local_rank: int) -> Process:
         if not (0 <= node_rank < self.nnodes and 0 <= local_rank < self.nproc_per_node):
             raise ValueError(
                 f"node_rank={node_rank}, local_rank={local_rank} outside {self.nnodes}x{self.nproc_per_node}"
@@ -106,20 +108,10 @@ class TorchrunLaunch:
         if self.nproc_per_node > 1:  # torchrun sets it when it starts several workers (unless already set)
             env["OMP_NUM_THREADS"] = "1"
         env |= visibility(self.visible_devices)
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=self.agent_hosts[node_rank], node=node_rank)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.worker_variables(node, local), hostname=self.agent_hosts[node], node=node)
-            for node in range(self.nnodes)
-            for local in range(self.nproc_per_node)
-        )
-        return Job(
-            launcher="torchrun",
-            source="torchelastic",
-            processes=processes,
-            call=f"torchrun_job(**{changed_fields(self)})",
-        )
+    def processes(self) -> Iterator[Process]:
+        return (self.process(node, local) for node in range(self.nnodes) for local in range(self.nproc_per_node))
 
 
 @attrs.frozen(kw_only=True)
@@ -129,21 +121,15 @@ class TorchrunWorker(TorchrunLaunch):
     node_rank: int = attrs.field(default=0, validator=not_negative)
     local_rank: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.worker_variables(self.node_rank, self.local_rank)
+    def one(self) -> Process:
+        return self.process(self.node_rank, self.local_rank)
 
 
-torchrun_job = builder(
+torchrun_job, torchrun_env = builders(
     TorchrunLaunch,
-    TorchrunLaunch.job,
-    name="torchrun_job",
-    doc="Every worker of one torchrun launch; the keywords are `TorchrunLaunch`'s.",
-)
-torchrun_env = builder(
     TorchrunWorker,
-    TorchrunWorker.variables,
-    name="torchrun_env",
-    doc="The environment of worker `local_rank` of agent `node_rank`; the other keywords are `TorchrunLaunch`'s.",
+    job="Every worker of one torchrun launch; the keywords are `TorchrunLaunch`'s.",
+    env="The environment of worker `local_rank` of agent `node_rank`; the other keywords are `TorchrunLaunch`'s.",
 )
 
 

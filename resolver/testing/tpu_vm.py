@@ -1,6 +1,6 @@
 """Cloud TPU slices on GKE: every host of one slice or of several (multislice), as JAX reads them.
 
-    tpu_vm_env(node=5, hosts_per_slice=4, slices=2)  -> dict: slice 1's worker 1
+    tpu_vm_env(node=5, hosts_per_slice=4, slices=2)  -> Process: slice 1's worker 1
     tpu_vm_job(hosts_per_slice=4, slices=2)          -> Job: every host's agent
 
 The keywords are the fields of `TpuVmLaunch` (plus `node` for `tpu_vm_env`). Variables as GKE's
@@ -11,11 +11,12 @@ https://cloud.google.com/tpu/docs/multislice-introduction); no capture exists he
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -25,10 +26,11 @@ __all__ = ["LAUNCHER", "TpuVmHost", "TpuVmLaunch", "tpu_vm_env", "tpu_vm_job"]
 
 
 @attrs.frozen(kw_only=True)
-class TpuVmLaunch:
+class TpuVmLaunch(Launch):
     """A JobSet `name` of `slices` slices of `hosts_per_slice` hosts; host w of slice s is
     ``{name}-slice-job-{s}-{w}.{name}``. With one slice, no ``MEGASCALE_*`` variables."""
 
+    launcher = "tpu_vm"
     hosts_per_slice: int = attrs.field(default=2, validator=positive)
     slices: int = attrs.field(default=1, validator=positive)
     name: str = "train"
@@ -40,10 +42,9 @@ class TpuVmLaunch:
     def host(self, slice_id: int, worker: int) -> str:
         return f"{self.name}-slice-job-{slice_id}-{worker}.{self.name}"
 
-    def host_variables(self, node: int) -> dict[str, str]:
-        """Host `node` (slice by slice: worker + slice x hosts per slice)'s environment."""
-        if not 0 <= node < self.hosts:
-            raise ValueError(f"node={node}: the job has hosts 0..{self.hosts - 1}")
+    def process(self, node: int) -> Process:
+        """Host `node`, numbered slice by slice (worker + slice x hosts per slice)."""
+        index_in("node", node, self.hosts, "the job has hosts")
         slice_id, worker = divmod(node, self.hosts_per_slice)
         env = {
             "TPU_WORKER_ID": str(worker),
@@ -57,16 +58,10 @@ class TpuVmLaunch:
                 "MEGASCALE_SLICE_ID": str(slice_id),
                 "MEGASCALE_PORT": "8080",
             }
-        return env
+        return Process(environ=env, hostname=self.host(slice_id, worker), node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.host_variables(n), hostname=self.host(*divmod(n, self.hosts_per_slice)), node=n)
-            for n in range(self.hosts)
-        )
-        return Job(
-            launcher="tpu_vm", source="tpu_vm", processes=processes, call=f"tpu_vm_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.hosts))
 
 
 @attrs.frozen(kw_only=True)
@@ -75,18 +70,15 @@ class TpuVmHost(TpuVmLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.host_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-tpu_vm_job = builder(
-    TpuVmLaunch, TpuVmLaunch.job, name="tpu_vm_job", doc="Every host of one TPU job; the keywords are `TpuVmLaunch`'s."
-)
-tpu_vm_env = builder(
+tpu_vm_job, tpu_vm_env = builders(
+    TpuVmLaunch,
     TpuVmHost,
-    TpuVmHost.variables,
-    name="tpu_vm_env",
-    doc="Host `node`'s environment (slice by slice); the other keywords are `TpuVmLaunch`'s.",
+    job="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.",
+    env="Host `node`'s environment (slice by slice); the other keywords are `TpuVmLaunch`'s.",
 )
 
 

@@ -1,6 +1,6 @@
 """Volcano: every pod of a vcjob, with the env, svc and (optionally) pytorch plugins, from Volcano's guides.
 
-    volcano_env(node=2, workers=2)   -> dict: the second worker pod's environment
+    volcano_env(node=2, workers=2)   -> Process: the second worker pod's environment
     volcano_job(workers=2)           -> Job: the master pod and every worker pod
 
 The keywords are the fields of `VolcanoLaunch` (plus `node` for `volcano_env`). Variables as
@@ -10,11 +10,12 @@ no capture of a real job exists here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import builder, changed_fields, not_negative, positive
+from resolver.testing._launch import Launch, builders, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,12 +25,13 @@ __all__ = ["LAUNCHER", "VolcanoLaunch", "VolcanoPod", "volcano_env", "volcano_jo
 
 
 @attrs.frozen(kw_only=True)
-class VolcanoLaunch:
+class VolcanoLaunch(Launch):
     """A vcjob `name`. With `pytorch` (the pytorch plugin, port `port`): a ``master`` task of one pod
     and a ``worker`` task of `workers` pods. Without it: one task ``trainer`` of 1 + `workers` pods
     (env and svc plugins only). Pod i of task t is ``{name}-{t}-{i}``, host ``{name}-{t}-{i}.{name}``.
     """
 
+    launcher = "volcano"
     workers: int = attrs.field(default=1, validator=not_negative)
     name: str = "pytorch-job"
     pytorch: bool = True
@@ -50,7 +52,7 @@ class VolcanoLaunch:
             return "trainer", node
         return ("master", 0) if node == 0 else ("worker", node - 1)
 
-    def pod_variables(self, node: int) -> dict[str, str]:
+    def process(self, node: int) -> Process:
         task, index = self.place(node)
         env = {"VC_TASK_INDEX": str(index), "VK_TASK_INDEX": str(index)}
         for t, replicas in self.tasks().items():
@@ -64,16 +66,10 @@ class VolcanoLaunch:
                 "WORLD_SIZE": str(self.pods),
                 "RANK": str(0 if task == "master" else index + 1),
             }
-        return dict(sorted(env.items()))
+        return Process(environ=dict(sorted(env.items())), hostname=f"{self.name}-{task}-{index}", node=node)
 
-    def job(self) -> Job:
-        processes = tuple(
-            Process(environ=self.pod_variables(n), hostname="{}-{}-{}".format(self.name, *self.place(n)), node=n)
-            for n in range(self.pods)
-        )
-        return Job(
-            launcher="volcano", source="volcano", processes=processes, call=f"volcano_job(**{changed_fields(self)})"
-        )
+    def processes(self) -> Iterator[Process]:
+        return map(self.process, range(self.pods))
 
 
 @attrs.frozen(kw_only=True)
@@ -82,21 +78,15 @@ class VolcanoPod(VolcanoLaunch):
 
     node: int = attrs.field(default=0, validator=not_negative)
 
-    def variables(self) -> dict[str, str]:
-        return self.pod_variables(self.node)
+    def one(self) -> Process:
+        return self.process(self.node)
 
 
-volcano_job = builder(
+volcano_job, volcano_env = builders(
     VolcanoLaunch,
-    VolcanoLaunch.job,
-    name="volcano_job",
-    doc="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.",
-)
-volcano_env = builder(
     VolcanoPod,
-    VolcanoPod.variables,
-    name="volcano_env",
-    doc="Pod `node`'s environment (0: the master); the other keywords are `VolcanoLaunch`'s.",
+    job="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.",
+    env="Pod `node`'s environment (0: the master); the other keywords are `VolcanoLaunch`'s.",
 )
 
 
@@ -104,15 +94,14 @@ def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
     names = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
-    return st.builds(
-        lambda workers, name, pytorch, port: VolcanoLaunch(
-            workers=workers, name=name, pytorch=pytorch, port=port
-        ).job(),
-        st.integers(0, min(7, most - 1)),
-        names,
-        st.booleans(),
-        st.integers(1024, 65535),
+    launches = st.builds(
+        VolcanoLaunch,
+        workers=st.integers(0, min(7, most - 1)),
+        name=names,
+        pytorch=st.booleans(),
+        port=st.integers(1024, 65535),
     )
+    return launches.map(VolcanoLaunch.job)
 
 
 LAUNCHER = Launcher(name="volcano", nondeterministic={}, jobs=_jobs)

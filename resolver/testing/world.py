@@ -40,10 +40,13 @@ class Launcher:
     jobs: Callable[[int], SearchStrategy[Job]]
 
 
-@attrs.frozen(kw_only=True)
-class Process:
+@attrs.frozen(kw_only=True, eq=False)
+class Process(Mapping[str, str]):
     """One process of a launch: its environment, the host it runs on, its node and the files it can read.
 
+    A `Process` is a read-only mapping of its environment (``resolver.resolve(process, ...)``,
+    ``process["SLURM_PROCID"]``, ``{**process, "X": "1"}``); equal to another mapping with the same
+    variables, and to another `Process` when its host, node and files are the same too.
     `node` is the launcher's index of the node (agent, pod) the process belongs to; processes with the
     same `node` must resolve to the same node rank, and processes with different ones to different ranks.
     """
@@ -52,6 +55,25 @@ class Process:
     hostname: str
     node: int = 0
     files: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __getitem__(self, name: str) -> str:
+        return self.environ[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.environ)
+
+    def __len__(self) -> int:
+        return len(self.environ)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Process):
+            mine = (self.environ, self.hostname, self.node, dict(self.files))
+            return mine == (other.environ, other.hostname, other.node, dict(other.files))
+        if isinstance(other, Mapping):
+            return self.environ == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping: unhashable, as a dict
 
     def probes(self, **answers: Any) -> Probes:
         """`probes.fake` that answers this process's host name and files, plus `answers` (free_port=...)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +15,8 @@ import attrs
 import pytest
 
 from resolver import testing as rt
+from resolver.sources._registry import ENTRIES
+from resolver.testing._registry import MODULES
 from tests.conftest import CAPTURES
 from tests.testing import test_mpich, test_openmpi, test_slurm, test_torchrun
 
@@ -77,7 +82,7 @@ def test_a_builder_takes_exactly_its_launch_fields(build: Callable[..., object],
     parameters = inspect.signature(build).parameters
     assert set(parameters) == {field.name for field in attrs.fields(launch)} | added
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
-    assert inspect.signature(build).return_annotation in ("Job", "dict[str, str]", "Process")
+    assert inspect.signature(build).return_annotation == ("Job" if build.__name__.endswith("_job") else "Process")
     assert build.__module__ == launch.__module__ and build.__doc__
 
 
@@ -105,39 +110,52 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
         rt.slurm_env(procid=3, node=("a", "b"))  # type: ignore[call-arg]
 
 
-def test_every_builder_of_a_launcher_module_is_exported() -> None:
-    from resolver.testing import (
-        aws_batch,
-        azureml,
-        deepspeed,
-        dstack,
-        flux,
-        gridengine,
-        kubeflow,
-        kubeflow_trainer,
-        lsf,
-        lws,
-        mpich,
-        openmpi,
-        pbs,
-        sagemaker,
-        skypilot,
-        slurm,
-        torchrun,
-        tpu_vm,
-        vertex,
-        volcano,
-    )
-
-    launchers = (slurm, torchrun, kubeflow, openmpi, mpich, lsf, deepspeed, flux, pbs)
-    platforms = (kubeflow_trainer, aws_batch, sagemaker, skypilot, dstack, vertex, volcano, azureml, tpu_vm, lws)
-    for module in (*launchers, gridengine, *platforms):
-        assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), module.__name__  # LAUNCHER: strategies' entry
-    assert {name for name in rt.__all__ if name.endswith(("_env", "_job"))} == {b.__name__ for b, _, _ in SIGNATURES}
-    for name in rt.__all__:
-        assert hasattr(rt, name), name
+def test_every_registry_entry_has_its_builder_modules_exported() -> None:
+    modules = [f"resolver.testing.{name}" for entry in ENTRIES for name in entry.builders]
+    assert tuple(modules) == MODULES  # the kit's list is the registry's, in its order
+    assert {entry.name for entry in ENTRIES if not entry.builders} == {"lightning", "xla"}  # nothing to launch
+    for name in modules:
+        module = importlib.import_module(name)  # the registry names a module that exists
+        builders = {n for n in module.__all__ if n.endswith(("_env", "_job"))}
+        assert builders, name
+        assert set(module.__all__) - {"LAUNCHER"} <= set(rt.__all__), name  # LAUNCHER: strategies' entry
+        for builder in builders:
+            assert getattr(rt, builder) is getattr(module, builder), builder
+        assert module.LAUNCHER.name == name.rpartition(".")[2]
     assert tuple(launcher.name for launcher in rt.REGISTRY) == rt.LAUNCHERS
     assert set(rt.NONDETERMINISTIC) == set(rt.LAUNCHERS)
+
+
+def test_every_builder_module_is_in_the_registry() -> None:
+    found = {
+        f"resolver.testing.{info.name}"
+        for info in pkgutil.iter_modules(rt.__path__)
+        if hasattr(importlib.import_module(f"resolver.testing.{info.name}"), "LAUNCHER")
+    }
+    assert found == set(MODULES), "a builder module no registry entry names"
+
+
+def test_every_exported_builder_is_in_the_signature_table_and_the_docs() -> None:
+    exported = {name for name in rt.__all__ if name.endswith(("_env", "_job"))}
+    assert exported == {b.__name__ for b, _, _ in SIGNATURES}
+    for name in rt.__all__:
+        assert hasattr(rt, name), name
+    documented = set(re.findall(r"`([a-z][a-z0-9_]*_(?:env|job))\b", (ROOT / "docs" / "testing.md").read_text()))
+    assert exported - documented == set(), "builders missing from docs/testing.md's table"
+    assert documented - exported == set(), "docs/testing.md names builders resolver.testing does not export"
+
+
+def test_every_one_process_builder_gives_a_process_and_every_job_builder_a_job() -> None:
+    for build, _, _ in SIGNATURES:
+        # each builder with its defaults, which give a valid launch (MPI's process counts have none)
+        needed = {"openmpi": {"np": 2}, "mpich": {"n": 2}}.get(build.__module__.rpartition(".")[2], {})
+        built = build(**needed)
+        if build.__name__.endswith("_job"):
+            assert isinstance(built, rt.Job) and built.processes, build.__name__
+            assert all(isinstance(p, rt.Process) for p in built), build.__name__
+        else:
+            assert isinstance(built, rt.Process), build.__name__
+            assert dict(built) == built.environ and all(isinstance(v, str) for v in built.values())
 
 
 def run_python(code: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -80,7 +80,7 @@ JOBS: list[tuple[tuple[str, ...], Callable[[], rt.Job]]] = [
     ),
 ]
 # single processes that are not tasks: the batch script and the salloc shell
-SINGLE: list[tuple[str, Callable[[], dict[str, str]]]] = [
+SINGLE: list[tuple[str, Callable[[], rt.Process]]] = [
     ("slurm/b_sbatch_n2/batch.env", lambda: rt.slurm_batch_env(**ALLOC_B)),
     ("slurm/c_salloc_n2/salloc-shell.env", lambda: rt.slurm_salloc_env(job_id=4, **ALLOC_C)),
     ("slurm/d_array/batch-task0.env", lambda: rt.slurm_batch_env(array_task_id=0, **ARRAY)),
@@ -195,7 +195,7 @@ GRES_JOB: dict[str, Any] = {
 }
 
 
-def assert_reproduces_gpu_capture(built: dict[str, str], name: str) -> None:
+def assert_reproduces_gpu_capture(built: Mapping[str, str], name: str) -> None:
     real = read_capture(CAPTURES_HPC / name)
     assert_same_variables(built, real, "slurm")
     fake = probes.fake(free_port=4242, which={})
