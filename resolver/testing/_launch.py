@@ -32,13 +32,16 @@ class Launch:
     """What every launch class shares: its `processes()`, in global-rank order, make its `Job`.
 
     A subclass names its `launcher` (its name in `resolver.testing.LAUNCHERS` and its builders'
-    prefix), its `source` where another source than the launcher's name resolves it, and
-    `job_options()`: `Job`'s other fields (source, forced, mpi, main, aliases) where they apply.
+    prefix), its `source` where another source than the launcher's name resolves it, `forced` and
+    `mpi` where they hold for every launch (see `Job`), and `job_options()`: `Job`'s fields that
+    depend on the launch (mpi, main, aliases, source).
     """
 
     __slots__ = ()
     launcher: ClassVar[str]
     source: ClassVar[str | None] = None
+    forced: ClassVar[bool] = False
+    mpi: ClassVar[bool] = False
 
     def processes(self) -> Iterable[Process]:
         raise NotImplementedError
@@ -48,7 +51,7 @@ class Launch:
 
     def job(self) -> Job:
         """Every process of the launch, in global-rank order."""
-        options = {"source": self.source or self.launcher, **self.job_options()}
+        options = {"source": self.source or self.launcher, "forced": self.forced, "mpi": self.mpi, **self.job_options()}
         call = f"{self.launcher}_job(**{changed_fields(cast('attrs.AttrsInstance', self))})"
         return Job(launcher=self.launcher, processes=tuple(self.processes()), call=call, **options)
 

@@ -9,8 +9,8 @@ real PyTorchJob exists here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -33,7 +33,7 @@ class KubeflowLaunch(Launch):
     describes one process per pod; with more, the pods run torchrun).
     """
 
-    launcher = "kubeflow"
+    launcher, forced = "kubeflow", True  # never auto-detected: resolve with source="kubeflow"
     workers: int = attrs.field(default=1, validator=not_negative)
     name: str = "pytorch-job"
     port: int = attrs.field(default=23456, validator=positive)
@@ -65,9 +65,6 @@ class KubeflowLaunch(Launch):
 
     def processes(self) -> Iterator[Process]:
         return map(self.process, range(self.replicas))
-
-    def job_options(self) -> Mapping[str, Any]:
-        return {"forced": True}
 
 
 @attrs.frozen(kw_only=True)

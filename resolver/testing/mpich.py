@@ -8,8 +8,8 @@ The keywords are the fields of `MpichLaunch` (plus `rank` for `mpich_env`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -46,7 +46,7 @@ class MpichLaunch(Launch):
     inherits unchanged (None: unset).
     """
 
-    launcher, source = "mpich", "mpi"
+    launcher, source, mpi = "mpich", "mpi", True
     n: int = attrs.field(validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     counts: int | tuple[int, ...] = 1
@@ -85,9 +85,6 @@ class MpichLaunch(Launch):
 
     def processes(self) -> Iterator[Process]:
         return map(self.process, range(self.n))
-
-    def job_options(self) -> Mapping[str, Any]:
-        return {"mpi": True}
 
 
 @attrs.frozen(kw_only=True)

@@ -8,8 +8,8 @@ The keywords are the fields of `OpenMpiLaunch` (plus `rank` for `openmpi_env`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -88,7 +88,7 @@ class OpenMpiLaunch(Launch):
     inherits unchanged (None: unset).
     """
 
-    launcher, source = "openmpi", "mpi"
+    launcher, source, mpi = "openmpi", "mpi", True
     np: int = attrs.field(validator=positive)
     hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
     slots: int | tuple[int, ...] = 2
@@ -201,9 +201,6 @@ class OpenMpiLaunch(Launch):
 
     def processes(self) -> Iterator[Process]:
         return map(self.process, range(self.np))
-
-    def job_options(self) -> Mapping[str, Any]:
-        return {"mpi": True}
 
 
 @attrs.frozen(kw_only=True)
