@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from resolver.errors import InvalidVariable
 from resolver.sources import LOCAL_ADDRESS, Builder, Detection, present
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -32,6 +33,32 @@ def _main_endpoint(b: Builder) -> None:
         b.warn(f"MASTER_PORT is not set; using {DEFAULT_PORT}")
 
 
+def _rank_as_torchrun_assigns_it(b: Builder) -> None:
+    """`InvalidVariable` naming RANK when it is not the rank torchrun would give this worker.
+
+    When every node runs the same number of workers (``WORLD_SIZE == GROUP_WORLD_SIZE *
+    LOCAL_WORLD_SIZE``), torchrun numbers them ``RANK = GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK``
+    (torch.distributed.elastic's ``_assign_worker_ranks``: a node's workers take consecutive ranks
+    after the nodes before it). Worlds whose nodes run different worker counts are left as they are.
+    """
+    values = b.values
+    nodes, per_node, node = values.get("num_nodes"), values.get("local_world_size"), values["node_rank"]
+    if nodes is None or per_node is None or "node_rank" not in b.provenance or b.provenance["node_rank"].kind != "env":
+        return
+    if values["world_size"] != nodes * per_node:
+        return
+    expected = node * per_node + values["local_rank"]
+    if values["global_rank"] != expected:
+        raise InvalidVariable(
+            "RANK",
+            b.environ["RANK"],
+            f"GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK = {node} * {per_node} + {values['local_rank']} = {expected}, "
+            f"as torchrun assigns ranks when every node runs LOCAL_WORLD_SIZE={per_node} workers "
+            f"(WORLD_SIZE={values['world_size']} = GROUP_WORLD_SIZE={nodes} * {per_node})",
+            related={name: b.environ[name] for name in ("GROUP_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "WORLD_SIZE")},
+        )
+
+
 class TorchElastic:
     """Lightning's TorchElasticEnvironment, as a pure function of the environment."""
 
@@ -57,6 +84,7 @@ class TorchElastic:
             b.default("node_rank", 0, "0")
         b.optional_integer("local_world_size", "LOCAL_WORLD_SIZE", minimum=1)
         b.optional_integer("num_nodes", "GROUP_WORLD_SIZE", minimum=1)
+        _rank_as_torchrun_assigns_it(b)
         _main_endpoint(b)
         b.rule("creates_processes_externally", True, "torchelastic starts every worker")
         b.optional_text("job_id", "TORCHELASTIC_RUN_ID")

@@ -105,3 +105,35 @@ def test_validate_like_lightning() -> None:
     with pytest.raises(InvalidSettings, match=r"product \(3\) does not match the world size \(2"):
         resolver.validate(no_local, devices=3, num_nodes=1)
     resolver.validate(no_local, devices=1, num_nodes=2)
+
+
+TWO_NODES = {
+    "TORCHELASTIC_RUN_ID": "none",
+    "WORLD_SIZE": "8",
+    "GROUP_WORLD_SIZE": "2",
+    "LOCAL_WORLD_SIZE": "4",
+    "MASTER_ADDR": "10.1.2.3",
+    "MASTER_PORT": "29500",
+}
+
+
+@pytest.mark.parametrize(("group", "local"), [(0, 0), (0, 3), (1, 0), (1, 3)])
+def test_a_rank_torchrun_cannot_assign_is_named_with_the_formula(group: int, local: int) -> None:
+    """Every node runs LOCAL_WORLD_SIZE workers: torchrun's RANK is GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK."""
+    right = group * 4 + local
+    env = {**TWO_NODES, "GROUP_RANK": str(group), "LOCAL_RANK": str(local)}
+    assert resolver.resolve({**env, "RANK": str(right)}, probes.fake()).global_rank == right
+    wrong = (right + 1) % 8
+    with pytest.raises(InvalidVariable) as info:
+        resolver.resolve({**env, "RANK": str(wrong)}, probes.fake())
+    assert info.value.variable == "RANK" and info.value.value == str(wrong)
+    assert f"GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK = {group} * 4 + {local} = {right}" in str(info.value)
+
+
+def test_nodes_with_different_worker_counts_keep_their_ranks() -> None:
+    """WORLD_SIZE != GROUP_WORLD_SIZE * LOCAL_WORLD_SIZE: torchrun's numbering is not the product rule."""
+    uneven = {**TWO_NODES, "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "LOCAL_RANK": "0", "RANK": "4"}
+    assert resolver.resolve(uneven, probes.fake()).global_rank == 4
+    no_group_size = {k: v for k, v in TWO_NODES.items() if k != "GROUP_WORLD_SIZE"}
+    odd = {**no_group_size, "GROUP_RANK": "0", "LOCAL_RANK": "1", "RANK": "3"}
+    assert resolver.resolve(odd, probes.fake()).global_rank == 3  # without GROUP_WORLD_SIZE nothing says the rule
