@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver.environ import is_address
-from resolver.errors import ProbeFailed, TopologyError
+from resolver.errors import InvalidVariable, ProbeFailed, TopologyError
 from resolver.sources import Builder, Detection, Origin, present
 from resolver.sources._registry import entry, scheduler_endpoint
 from resolver.topology import Topology
@@ -77,6 +77,9 @@ class Launcher:
     node_rank: str | None = None
     job_id: str | None = None
     mpirun_only: bool = False  # written only by the MPI launcher itself, never by srun --mpi=...
+    # how a rank it started reaches it (variables, or prefixes ending in "*"): one of them is always set
+    # by the launcher (captured: Open MPI 4.1 and 5, MPICH 4 and 5, Intel MPI 2021); () where unknown
+    contact: tuple[str, ...] = ()
 
     def variables(self) -> tuple[str, ...]:
         """Its variables, in the order rank, size, local rank, local size, node rank, job id."""
@@ -94,6 +97,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         local_size="OMPI_COMM_WORLD_LOCAL_SIZE",
         job_id="PMIX_NAMESPACE",
         mpirun_only=True,
+        contact=("PMIX_SERVER_URI*", "OMPI_MCA_orte_hnp_uri"),
     ),
     Launcher(
         name="MVAPICH2",
@@ -112,6 +116,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
         local_rank="MPI_LOCALRANKID",
         local_size="MPI_LOCALNRANKS",
         mpirun_only=True,
+        contact=("PMI_FD", "PMI_PORT"),
     ),
     Launcher(
         name="Cray PALS",
@@ -158,6 +163,34 @@ NOT_FOUND = f"none of {', '.join(CANDIDATES.names)} is set (never asks mpi4py); 
 # fills in its main endpoint; a rank whose probe failed sends its error instead, so that every rank
 # learns of it from the same collective and fails the same way.
 _Answer = tuple[str | None, str | None, int | None, str | None]
+
+
+def _reaches(environ: Mapping[str, str], contact: str) -> bool:
+    if contact.endswith("*"):
+        return any(name.startswith(contact[:-1]) for name in environ)
+    return contact in environ
+
+
+def _launcher_behind(environ: Mapping[str, str], found: Launcher) -> None:
+    """`InvalidVariable` naming the launcher's variables when none of its contact variables is set: no
+    launcher stands behind them (set by hand, or inherited by a process started outside mpirun), so
+    COMM_WORLD, which disagrees with them, is a world of its own, not an mpi4py/MPI mismatch."""
+    if not found.contact or any(_reaches(environ, contact) for contact in found.contact):
+        return
+    given = [name for name in found.variables() if name in environ]
+    shown_given = ", ".join(f"{name}={environ[name]}" for name in given)
+    size = environ.get(found.size) if found.size else None
+    start = f"mpirun -np {size} ..." if size else "mpirun ..."
+    raise InvalidVariable(
+        found.marker,
+        environ[found.marker],
+        f"set by {found.name} for a process it started, with its contact ({' or '.join(found.contact)}); "
+        f"here {shown_given} are set but no launcher stands behind them (set by hand, or inherited by a process "
+        f"started outside {found.name}): start the program with the launcher ({start} python train.py), or unset "
+        "those variables",
+        related={name: environ[name] for name in given if name != found.marker},
+    )
+
 
 # The fields the comm supplies when the environment lacks them, in the order error messages name them.
 _FROM_THE_COMM = {
@@ -336,6 +369,7 @@ class _Resolution:
             raise ProbeFailed("comm", f"Get_rank()={got_rank!r}, Get_size()={got_size!r}: expected 0 <= rank < size")
         rank, size = b.values.get("global_rank"), b.values.get("world_size")
         if found is not None and (got_rank != rank or (size is not None and got_size != size)):
+            _launcher_behind(self.environ, found)  # MPI started a world of its own: was a launcher there at all?
             told = f"{found.rank}={rank}" + (f" and {found.size}={size}" if found.size is not None else "")
             raise ProbeFailed(
                 "comm", f"COMM_WORLD says rank {got_rank} of {got_size}, but the launcher set {told}: {MPICH_HINT}"

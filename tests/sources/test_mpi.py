@@ -790,3 +790,30 @@ def test_a_collective_that_times_out_keeps_its_own_probe_name() -> None:
     with pytest.raises(ProbeFailed) as info:
         resolver.resolve(env, probes.fake(comm=Late(rank=1, size=4)))
     assert info.value.probe == "comm.bcast"
+
+
+HAND_SET = {
+    "OMPI_COMM_WORLD_SIZE": "4",
+    "OMPI_COMM_WORLD_RANK": "3",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+}
+
+
+def test_mpi_variables_with_no_launcher_behind_them_are_said_to_be_so() -> None:
+    """OMPI_COMM_WORLD_* set by hand (or inherited outside mpirun): MPI starts a world of one; the error
+    names the variables and how to start the program, not an mpi4py/MPI mismatch (issue 27, point 3)."""
+    from probes.fakes import FakeComm
+
+    singleton = probes.fake(hostname="n1", comm=FakeComm(rank=0, size=1))
+    with pytest.raises(InvalidVariable) as info:
+        resolver.resolve(HAND_SET, singleton)
+    assert info.value.variable == "OMPI_COMM_WORLD_SIZE"
+    assert "no launcher stands behind them" in str(info.value) and "mpirun -np 4" in str(info.value)
+    assert "OMPI_COMM_WORLD_RANK=3" in str(info.value) and "MPI4PY_MPIABI" not in str(info.value)
+    with_launcher = {**HAND_SET, "PMIX_SERVER_URI41": "prterun-n1-1@0.0;tcp4://127.0.0.1:40000"}
+    with pytest.raises(ProbeFailed, match="MPI4PY_MPIABI"):  # a launcher is there: mpi4py loads another MPI
+        resolver.resolve(with_launcher, singleton)
+    hydra = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    with pytest.raises(InvalidVariable, match="no launcher stands behind them"):
+        resolver.resolve(hydra, singleton)
