@@ -1,11 +1,12 @@
-"""What a launcher's builder module is made of: the `Launch` base, `builders`, field converters and
+"""What a launcher's builder module is made of: the `Launch` base, the builders' makers, field converters and
 validators, and stable "random" values.
 
 A launch class is an ``@attrs.frozen(kw_only=True)`` subclass of `Launch` whose fields are the
 launcher's options with their defaults, written once; a subclass of it adds the index of one process
-(``node: int = 0``) and says which process that is (``one()``). ``builders(AzureMlLaunch, AzureMlNode,
-...)`` gives ``azureml_job`` and ``azureml_env``, functions with exactly the classes' keywords (mypy
-checks every call: ``slurm_env(node=...)`` is an error), so a builder never repeats a field or a default.
+(``node: int = 0``) and says which process that is (``one()``). ``job_builder(AzureMlLaunch, ...)``
+and ``env_builder(AzureMlNode, ...)`` give ``azureml_job`` and ``azureml_env``, functions with exactly
+the classes' keywords (mypy checks every call: ``slurm_env(node=...)`` is an error), so a builder
+never repeats a field or a default.
 """
 
 from __future__ import annotations
@@ -78,13 +79,16 @@ def builder(launch: Callable[P, L], build: Callable[[L], R], *, name: str, doc: 
     return call
 
 
-def builders(
-    launch: Callable[P, Launch], process: Callable[Q, OneProcess], *, job: str, env: str
-) -> tuple[Callable[P, Job], Callable[Q, Process]]:
-    """A launcher's two builders, ``<launcher>_job`` (every process) and ``<launcher>_env`` (`process`'s
-    ``one()``), with `job` and `env` as their docstrings."""
+def job_builder(launch: Callable[P, Launch], *, doc: str) -> Callable[P, Job]:
+    """``<launcher>_job``: every process of the launch `launch`'s keywords describe."""
     name = cast("type[Launch]", launch).launcher
-    return builder(launch, Launch.job, name=f"{name}_job", doc=job), builder(process, one, name=f"{name}_env", doc=env)
+    return builder(launch, Launch.job, name=f"{name}_job", doc=doc)
+
+
+def env_builder(process: Callable[P, OneProcess], *, doc: str, name: str | None = None) -> Callable[P, Process]:
+    """``<launcher>_env`` (or `name`): the one process (``one()``) that `process`'s keywords describe."""
+    name = name or f"{cast('type[Launch]', process).launcher}_env"
+    return builder(process, one, name=name, doc=doc)
 
 
 def index_in(name: str, value: int, count: int, where: str) -> int:

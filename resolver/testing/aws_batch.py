@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -82,12 +82,10 @@ class AwsBatchNode(AwsBatchLaunch):
         return self.process(self.node)
 
 
-aws_batch_job, aws_batch_env = builders(
-    AwsBatchLaunch,
-    AwsBatchNode,
-    job="Every node of one AWS Batch multi-node parallel job; the keywords are `AwsBatchLaunch`'s.",
-    env="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s.",
+aws_batch_job = job_builder(
+    AwsBatchLaunch, doc="Every node of one AWS Batch multi-node parallel job; the keywords are `AwsBatchLaunch`'s."
 )
+aws_batch_env = env_builder(AwsBatchNode, doc="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:

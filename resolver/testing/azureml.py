@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -59,12 +59,8 @@ class AzureMlNode(AzureMlLaunch):
         return self.process(self.node)
 
 
-azureml_job, azureml_env = builders(
-    AzureMlLaunch,
-    AzureMlNode,
-    job="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.",
-    env="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.",
-)
+azureml_job = job_builder(AzureMlLaunch, doc="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.")
+azureml_env = env_builder(AzureMlNode, doc="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:

@@ -18,10 +18,11 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     capacities,
     distinct_hosts,
+    env_builder,
     index_in,
+    job_builder,
     not_negative,
     positive,
     to_hosts,
@@ -96,11 +97,12 @@ class DeepSpeedWorker(DeepSpeedLaunch):
         return self.process(self.rank)
 
 
-deepspeed_job, deepspeed_env = builders(
-    DeepSpeedLaunch,
+deepspeed_job = job_builder(
+    DeepSpeedLaunch, doc="Every worker of one ``deepspeed`` launch; the keywords are `DeepSpeedLaunch`'s."
+)
+deepspeed_env = env_builder(
     DeepSpeedWorker,
-    job="Every worker of one ``deepspeed`` launch; the keywords are `DeepSpeedLaunch`'s.",
-    env="Worker `rank`'s environment under DeepSpeed's launcher; the other keywords are `DeepSpeedLaunch`'s.",
+    doc="Worker `rank`'s environment under DeepSpeed's launcher; the other keywords are `DeepSpeedLaunch`'s.",
 )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -62,12 +62,8 @@ class DstackNode(DstackLaunch):
         return self.process(self.node)
 
 
-dstack_job, dstack_env = builders(
-    DstackLaunch,
-    DstackNode,
-    job="Every node of one dstack task; the keywords are `DstackLaunch`'s.",
-    env="Node `node`'s environment; the other keywords are `DstackLaunch`'s.",
-)
+dstack_job = job_builder(DstackLaunch, doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.")
+dstack_env = env_builder(DstackNode, doc="Node `node`'s environment; the other keywords are `DstackLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:

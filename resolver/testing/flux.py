@@ -18,9 +18,10 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     distinct_hosts,
+    env_builder,
     index_in,
+    job_builder,
     not_negative,
     positive,
     stable_number,
@@ -120,11 +121,9 @@ class FluxTask(FluxLaunch):
         return self.process(self.rank)
 
 
-flux_job, flux_env = builders(
-    FluxLaunch,
-    FluxTask,
-    job="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.",
-    env="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s.",
+flux_job = job_builder(FluxLaunch, doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.")
+flux_env = env_builder(
+    FluxTask, doc="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s."
 )
 
 

@@ -27,9 +27,10 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     distinct_hosts,
+    env_builder,
     ephemeral_port,
+    job_builder,
     positive,
     to_hosts,
     to_strings,
@@ -232,12 +233,14 @@ class GridEngineLaunch(Launch):
         return {} if self.launch is None else {"source": "mpi", "mpi": True}
 
 
-gridengine_job, gridengine_env = builders(
+gridengine_job = job_builder(
     GridEngineLaunch,
-    GridEngineLaunch,
-    job="The processes of one Grid Engine job (the job script, or the ranks of `launch`); the keywords are "
+    doc="The processes of one Grid Engine job (the job script, or the ranks of `launch`); the keywords are "
     "`GridEngineLaunch`'s.",
-    env="The one process Grid Engine starts (job script, binary, qrsh), with ``.files`` (PE_HOSTFILE); the keywords "
+)
+gridengine_env = env_builder(
+    GridEngineLaunch,
+    doc="The one process Grid Engine starts (job script, binary, qrsh), with ``.files`` (PE_HOSTFILE); the keywords "
     "are `GridEngineLaunch`'s.",
 )
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -77,11 +77,13 @@ class KubeflowPod(KubeflowLaunch):
         return self.process(self.rank)
 
 
-kubeflow_job, kubeflow_env = builders(
+kubeflow_job = job_builder(
     KubeflowLaunch,
+    doc='Every pod of one PyTorchJob (resolve with ``source="kubeflow"``); keywords of `KubeflowLaunch`.',
+)
+kubeflow_env = env_builder(
     KubeflowPod,
-    job='Every pod of one PyTorchJob (resolve with ``source="kubeflow"``); keywords of `KubeflowLaunch`.',
-    env="Pod `rank`'s environment as the training operator sets it; the other keywords are `KubeflowLaunch`'s.",
+    doc="Pod `rank`'s environment as the training operator sets it; the other keywords are `KubeflowLaunch`'s.",
 )
 
 

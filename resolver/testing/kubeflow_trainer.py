@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -80,11 +80,11 @@ class KubeflowTrainerNode(KubeflowTrainerLaunch):
         return self.process(self.node)
 
 
-kubeflow_trainer_job, kubeflow_trainer_env = builders(
-    KubeflowTrainerLaunch,
-    KubeflowTrainerNode,
-    job="Every trainer node of one TrainJob; the keywords are `KubeflowTrainerLaunch`'s.",
-    env="Trainer node `node`'s environment; the other keywords are `KubeflowTrainerLaunch`'s.",
+kubeflow_trainer_job = job_builder(
+    KubeflowTrainerLaunch, doc="Every trainer node of one TrainJob; the keywords are `KubeflowTrainerLaunch`'s."
+)
+kubeflow_trainer_env = env_builder(
+    KubeflowTrainerNode, doc="Trainer node `node`'s environment; the other keywords are `KubeflowTrainerLaunch`'s."
 )
 
 

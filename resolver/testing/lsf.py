@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, distinct_hosts, index_in, not_negative, positive, to_hosts
+from resolver.testing._launch import (
+    Launch,
+    distinct_hosts,
+    env_builder,
+    index_in,
+    job_builder,
+    not_negative,
+    positive,
+    to_hosts,
+)
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -101,11 +110,9 @@ class LsfTask(LsfLaunch):
         return self.process(self.rank)
 
 
-lsf_job, lsf_env = builders(
-    LsfLaunch,
-    LsfTask,
-    job="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.",
-    env="Task `rank` of a jsrun launch, with ``.files`` (the rankfile); the other keywords are `LsfLaunch`'s.",
+lsf_job = job_builder(LsfLaunch, doc="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.")
+lsf_env = env_builder(
+    LsfTask, doc="Task `rank` of a jsrun launch, with ``.files`` (the rankfile); the other keywords are `LsfLaunch`'s."
 )
 
 

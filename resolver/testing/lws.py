@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -81,12 +81,8 @@ class LwsPod(LwsLaunch):
         return self.process(self.node)
 
 
-lws_job, lws_env = builders(
-    LwsLaunch,
-    LwsPod,
-    job="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.",
-    env="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s.",
-)
+lws_job = job_builder(LwsLaunch, doc="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.")
+lws_env = env_builder(LwsPod, doc="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:

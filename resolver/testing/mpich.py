@@ -15,10 +15,11 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     capacities,
     distinct_hosts,
+    env_builder,
     index_in,
+    job_builder,
     not_negative,
     positive,
     stable_number,
@@ -97,11 +98,11 @@ class MpichRank(MpichLaunch):
         return self.process(self.rank)
 
 
-mpich_job, mpich_env = builders(
-    MpichLaunch,
-    MpichRank,
-    job="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s.",
-    env="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s.",
+mpich_job = job_builder(
+    MpichLaunch, doc="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s."
+)
+mpich_env = env_builder(
+    MpichRank, doc="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s."
 )
 
 

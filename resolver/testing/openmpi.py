@@ -15,11 +15,12 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     capacities,
     distinct_hosts,
+    env_builder,
     ephemeral_port,
     index_in,
+    job_builder,
     not_negative,
     positive,
     stable_number,
@@ -213,11 +214,11 @@ class OpenMpiRank(OpenMpiLaunch):
         return self.process(self.rank)
 
 
-openmpi_job, openmpi_env = builders(
-    OpenMpiLaunch,
-    OpenMpiRank,
-    job="Every rank of one Open MPI ``mpirun``; the keywords are `OpenMpiLaunch`'s.",
-    env="Rank `rank`'s environment under Open MPI's mpirun; the other keywords are `OpenMpiLaunch`'s.",
+openmpi_job = job_builder(
+    OpenMpiLaunch, doc="Every rank of one Open MPI ``mpirun``; the keywords are `OpenMpiLaunch`'s."
+)
+openmpi_env = env_builder(
+    OpenMpiRank, doc="Rank `rank`'s environment under Open MPI's mpirun; the other keywords are `OpenMpiLaunch`'s."
 )
 
 

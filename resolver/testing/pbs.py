@@ -23,9 +23,10 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
     capacities,
     distinct_hosts,
+    env_builder,
+    job_builder,
     not_negative,
     positive,
     to_hosts,
@@ -153,11 +154,12 @@ class PbsProcess(PbsLaunch):
         return self.process(self.vnode)
 
 
-pbs_job, pbs_env = builders(
-    PbsLaunch,
+pbs_job = job_builder(
+    PbsLaunch, doc="The one process a PBS job starts (its job script); the keywords are `PbsLaunch`'s."
+)
+pbs_env = env_builder(
     PbsProcess,
-    job="The one process a PBS job starts (its job script); the keywords are `PbsLaunch`'s.",
-    env="The job script (or, with `vnode`, a pbsdsh task), with ``.files`` (the node file); `PbsLaunch`'s keywords.",
+    doc="The job script (or, with `vnode`, a pbsdsh task), with ``.files`` (the node file); `PbsLaunch`'s keywords.",
 )
 
 

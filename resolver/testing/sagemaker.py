@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -90,11 +90,11 @@ class SageMakerInstance(SageMakerLaunch):
         return self.process(self.node)
 
 
-sagemaker_job, sagemaker_env = builders(
-    SageMakerLaunch,
-    SageMakerInstance,
-    job="Every instance of one SageMaker training job; the keywords are `SageMakerLaunch`'s.",
-    env="Instance `node`: a `Process` with its environment and its resource config file.",
+sagemaker_job = job_builder(
+    SageMakerLaunch, doc="Every instance of one SageMaker training job; the keywords are `SageMakerLaunch`'s."
+)
+sagemaker_env = env_builder(
+    SageMakerInstance, doc="Instance `node`: a `Process` with its environment and its resource config file."
 )
 
 

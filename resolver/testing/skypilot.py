@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -62,12 +62,8 @@ class SkyPilotNode(SkyPilotLaunch):
         return self.process(self.node)
 
 
-skypilot_job, skypilot_env = builders(
-    SkyPilotLaunch,
-    SkyPilotNode,
-    job="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.",
-    env="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.",
-)
+skypilot_job = job_builder(SkyPilotLaunch, doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.")
+skypilot_env = env_builder(SkyPilotNode, doc="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:

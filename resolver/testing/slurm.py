@@ -17,14 +17,13 @@ import attrs
 from resolver import hostlist
 from resolver.testing._launch import (
     Launch,
-    builder,
-    builders,
     capacities,
     distinct_hosts,
+    env_builder,
     ephemeral_port,
     index_in,
+    job_builder,
     not_negative,
-    one,
     positive,
     stable_number,
     to_hosts,
@@ -410,21 +409,15 @@ class SlurmSallocShell(SlurmLaunch):
         return Process(environ=dict(sorted(self.job_variables().items())), hostname=self.submit_host or self.nodes[0])
 
 
-slurm_job, slurm_env = builders(
-    SlurmLaunch,
-    SlurmTask,
-    job="Every task of one srun step; the keywords are `SlurmLaunch`'s.",
-    env="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.",
-)
-slurm_batch_env = builder(
+slurm_job = job_builder(SlurmLaunch, doc="Every task of one srun step; the keywords are `SlurmLaunch`'s.")
+slurm_env = env_builder(SlurmTask, doc="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.")
+slurm_batch_env = env_builder(
     SlurmBatchScript,
-    one,
     name="slurm_batch_env",
     doc="The sbatch script's own environment (ENVIRONMENT=BATCH, no SLURM_STEP_ID); keywords of `SlurmLaunch`.",
 )
-slurm_salloc_env = builder(
+slurm_salloc_env = env_builder(
     SlurmSallocShell,
-    one,
     name="slurm_salloc_env",
     doc="The salloc shell's environment (no SLURM_PROCID: not a task); keywords of `SlurmLaunch`.",
 )

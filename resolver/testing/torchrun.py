@@ -15,8 +15,9 @@ import attrs
 
 from resolver.testing._launch import (
     Launch,
-    builders,
+    env_builder,
     ephemeral_port,
+    job_builder,
     not_negative,
     positive,
     stable_token,
@@ -125,11 +126,12 @@ class TorchrunWorker(TorchrunLaunch):
         return self.process(self.node_rank, self.local_rank)
 
 
-torchrun_job, torchrun_env = builders(
-    TorchrunLaunch,
+torchrun_job = job_builder(
+    TorchrunLaunch, doc="Every worker of one torchrun launch; the keywords are `TorchrunLaunch`'s."
+)
+torchrun_env = env_builder(
     TorchrunWorker,
-    job="Every worker of one torchrun launch; the keywords are `TorchrunLaunch`'s.",
-    env="The environment of worker `local_rank` of agent `node_rank`; the other keywords are `TorchrunLaunch`'s.",
+    doc="The environment of worker `local_rank` of agent `node_rank`; the other keywords are `TorchrunLaunch`'s.",
 )
 
 

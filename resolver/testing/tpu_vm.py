@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -74,11 +74,9 @@ class TpuVmHost(TpuVmLaunch):
         return self.process(self.node)
 
 
-tpu_vm_job, tpu_vm_env = builders(
-    TpuVmLaunch,
-    TpuVmHost,
-    job="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.",
-    env="Host `node`'s environment (slice by slice); the other keywords are `TpuVmLaunch`'s.",
+tpu_vm_job = job_builder(TpuVmLaunch, doc="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.")
+tpu_vm_env = env_builder(
+    TpuVmHost, doc="Host `node`'s environment (slice by slice); the other keywords are `TpuVmLaunch`'s."
 )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, index_in, not_negative
+from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -83,11 +83,9 @@ class VertexReplica(VertexLaunch):
         return self.process(self.node)
 
 
-vertex_job, vertex_env = builders(
-    VertexLaunch,
-    VertexReplica,
-    job="Every trainer replica of one CustomJob; `VertexLaunch`'s keywords.",
-    env="Trainer `node`'s environment (0: the chief); the other keywords are `VertexLaunch`'s.",
+vertex_job = job_builder(VertexLaunch, doc="Every trainer replica of one CustomJob; `VertexLaunch`'s keywords.")
+vertex_env = env_builder(
+    VertexReplica, doc="Trainer `node`'s environment (0: the chief); the other keywords are `VertexLaunch`'s."
 )
 
 

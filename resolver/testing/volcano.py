@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, builders, not_negative, positive
+from resolver.testing._launch import Launch, env_builder, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -82,11 +82,9 @@ class VolcanoPod(VolcanoLaunch):
         return self.process(self.node)
 
 
-volcano_job, volcano_env = builders(
-    VolcanoLaunch,
-    VolcanoPod,
-    job="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.",
-    env="Pod `node`'s environment (0: the master); the other keywords are `VolcanoLaunch`'s.",
+volcano_job = job_builder(VolcanoLaunch, doc="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.")
+volcano_env = env_builder(
+    VolcanoPod, doc="Pod `node`'s environment (0: the master); the other keywords are `VolcanoLaunch`'s."
 )
 
 
