@@ -1,5 +1,5 @@
-"""What a launcher's builder module is made of: the `Launch` base, the builders' makers, field converters and
-validators, and stable "random" values.
+"""What a launcher's builder module is made of: the `Launch` base, `job_builder` and `env_builder`,
+field converters and validators, and stable "random" values.
 
 A launch class is an ``@attrs.frozen(kw_only=True)`` subclass of `Launch` whose fields are the
 launcher's options with their defaults, written once; a subclass of it adds the index of one process
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
 P = ParamSpec("P")
-Q = ParamSpec("Q")
 L = TypeVar("L")
 R = TypeVar("R")
 
@@ -58,10 +57,13 @@ class Launch:
 
 
 class OneProcess(Protocol):
+    """A launch class that adds a process's index: ``one()`` is that process."""
+
     def one(self) -> Process: ...
 
 
 def one(process: OneProcess) -> Process:
+    """What an ``*_env`` builder gives: `process`'s ``one()``."""
     return process.one()
 
 
