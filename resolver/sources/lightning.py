@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.errors import ProbeFailed
 from resolver.sources import LOCAL_ADDRESS, Builder, Detection, Origin
 from resolver.topology import Topology
 
@@ -57,18 +56,21 @@ class Lightning:
                     "LOCAL_RANK is set but MASTER_PORT is not: each process picked its own free port, "
                     "so they cannot meet; set MASTER_PORT to one port for all of them"
                 )
-        self._srun_unused(b, probes)
+        self._srun_unused(b)
         return b.build()
 
     @staticmethod
-    def _srun_unused(b: Builder, probes: Probes) -> None:
-        """Lightning's warning: srun is on PATH, yet the default source resolved this process."""
-        try:
-            srun = probes.which("srun")
-        except ProbeFailed:  # an optional hint: a probe that cannot answer just means no hint
+    def _srun_unused(b: Builder) -> None:
+        """Inside a SLURM allocation, a process that srun did not start: say how to start the tasks.
+
+        Only there (`SLURM_JOB_ID` set, no `SLURM_STEP_ID`: the salloc shell, a process started over ssh
+        on an allocated node); the batch script gets the SLURM source's own note. Lightning warns whenever
+        `srun` is on PATH, which on a login node is every call, and makes `--strict` fail for nothing.
+        """
+        environ = b.environ
+        if "SLURM_JOB_ID" not in environ or "SLURM_STEP_ID" in environ or environ.get("ENVIRONMENT") == "BATCH":
             return
-        if srun is not None:
-            b.warn(
-                f"the srun command is available ({srun}) but did not start this process; to run on SLURM, "
-                "start it with srun (e.g. srun python train.py)"
-            )
+        b.warn(
+            f"inside SLURM job {environ['SLURM_JOB_ID']} but not started by srun (no SLURM_STEP_ID): resolved as "
+            "this process alone; to run the job's tasks, start them with srun (e.g. srun python train.py)"
+        )

@@ -190,9 +190,9 @@ def test_setters_evolve_a_new_record_and_leave_the_old_one_alone() -> None:
     assert new is not old
     assert (old.world_size, old.global_rank) == (1, 0)
     assert (new.world_size, new.global_rank) == (2, 1)
-    assert new.provenance["world_size"] == "lightning:set_world_size(2)"
-    assert new.provenance["global_rank"] == "lightning:set_global_rank(1)"
-    assert old.provenance["world_size"] == "default:1"
+    assert str(new.provenance["world_size"]) == "argument:lightning:set_world_size(2)"
+    assert str(new.provenance["global_rank"]) == "argument:lightning:set_global_rank(1)"
+    assert str(old.provenance["world_size"]) == "default:1"
 
 
 def test_a_rank_set_before_the_world_size_it_fits_in_waits_for_it() -> None:
@@ -244,7 +244,7 @@ def test_the_first_launch_makes_this_process_worker_0_of_spawn() -> None:
     expected = resolver.spawn(resolver.resolve({}, probes.fake(free_port=41000)), devices=2, num_nodes=1)[0]
     assert env.topology == expected
     assert (env.topology.local_world_size, env.topology.num_nodes) == (2, 1)
-    assert env.topology.provenance["world_size"].startswith("spawn:")
+    assert str(env.topology.provenance["world_size"]).startswith("argument:spawn:")
     # a second launch (trainer.test() after trainer.fit()): the workers exist
     env.validate_settings(num_devices=2, num_nodes=1)
     assert env.creates_processes_externally is True
@@ -414,7 +414,7 @@ class Noted:
         return resolver.Detection(True, "always, as the default", ())
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        record = resolver.sources.by_name("lightning").resolve(environ, probes)
+        record = resolver.by_name("lightning").resolve(environ, probes)
         return attrs.evolve(record, warnings=(*record.warnings, "look at this"))
 
 
@@ -480,10 +480,10 @@ class Noted:
     auto = False
 
     def detect(self, environ):
-        return resolver.sources.by_name("lightning").detect(environ)
+        return resolver.by_name("lightning").detect(environ)
 
     def resolve(self, environ, probes):
-        record = resolver.sources.by_name("lightning").resolve(environ, probes)
+        record = resolver.by_name("lightning").resolve(environ, probes)
         return attrs.evolve(record, warnings=(*record.warnings, "look at this"))
 
 

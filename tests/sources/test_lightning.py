@@ -58,3 +58,24 @@ def test_bad_values(variable: str) -> None:
     with pytest.raises(InvalidVariable) as info:
         resolver.resolve({variable: "x"}, probes.fake(free_port=1))
     assert info.value.variable == variable
+
+
+def test_the_srun_hint_only_inside_an_allocation_and_never_for_srun_on_path() -> None:
+    """Lightning warns wherever srun is on PATH (every login node); here only a process inside a SLURM
+    allocation that srun did not start is told (issue 27, point 5), and --strict passes elsewhere."""
+    login_node = probes.fake(free_port=29500, which={"srun": "/usr/bin/srun"})
+    assert resolver.resolve({}, login_node, strict=True).warnings == ()
+    salloc_shell = {"SLURM_JOB_ID": "42", "SLURM_NNODES": "2", "SLURM_NTASKS": "2"}
+    (warning,) = resolver.resolve(salloc_shell, login_node).warnings
+    assert "inside SLURM job 42 but not started by srun" in warning
+    with pytest.raises(resolver.StrictWarnings):
+        resolver.resolve(salloc_shell, login_node, strict=True)
+    # srun --pty bash: one task named bash, which srun started (the SLURM source leaves it to the default)
+    in_a_step = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_NTASKS": "1",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_JOB_NAME": "bash",
+    }
+    assert not [w for w in resolver.resolve(in_a_step, login_node).warnings if "not started by srun" in w]
