@@ -39,7 +39,7 @@ def test_the_one_line_example_is_what_str_prints() -> None:
     env = {
         "TORCHELASTIC_RUN_ID": "none",
         "WORLD_SIZE": "8",
-        "RANK": "3",
+        "RANK": "5",  # GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK, as torchrun assigns it
         "LOCAL_RANK": "1",
         "GROUP_RANK": "1",
         "LOCAL_WORLD_SIZE": "4",
