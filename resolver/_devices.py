@@ -166,7 +166,7 @@ def _answer(environ: Mapping[str, str], topology: Topology, probes: Probes) -> _
         return _without_variables(environ, topology, probes, binding)
     variable, visible = next(iter(lists.items()))
     shown = f"{variable}={environ[variable]}"
-    device, device_from, warning = _choose(environ, topology, len(visible), shown, binding, (variable,))
+    device, device_from, warning = _choose(environ, topology, len(visible), shown, binding, listed_by=(variable,))
     if device is not None:
         short = [f"{other}={environ[other]}" for other, seen in lists.items() if device >= len(seen)]
         if short:
@@ -198,7 +198,7 @@ def _without_variables(
         return _Answer()
     visible = tuple(str(i) for i in range(count))
     shown = f"the node's {count} device(s) (probe:device_count)"
-    device, device_from, warning = _choose(environ, topology, count, shown, binding, ())
+    device, device_from, warning = _choose(environ, topology, count, shown, binding, listed_by=())
     return _Answer(visible, Origin.probe("device_count"), device, device_from, (warning,) if warning else ())
 
 
@@ -208,6 +208,7 @@ def _choose(
     n: int,
     shown: str,
     binding: DeviceBinding | None,
+    *,
     listed_by: tuple[str, ...],
 ) -> tuple[int | None, Origin | None, str]:
     """The ordinal for `n` visible devices (listed by the variables `listed_by`), where it came from,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from resolver._check import check
 from probes.exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
+from resolver._check import check
 from resolver.testing import torchrun_job
 
 

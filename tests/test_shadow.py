@@ -146,9 +146,18 @@ def test_a_module_without_a_file_is_named_by_its_repr(monkeypatch: pytest.Monkey
 
 def runtime_probes_imports(path: Path) -> list[tuple[int, bool]]:
     """(line, checked) of each import of `probes` in a module that runs (not under `if TYPE_CHECKING:`):
-    checked when a function around it calls `require_probes()` on an earlier line (or is that check)."""
+    checked when a function around it, or the module itself, calls `require_probes()` on an earlier line
+    (or it is that check)."""
     tree = ast.parse(path.read_text())
     found: list[tuple[int, bool]] = []
+    module_checks = [
+        statement.lineno
+        for statement in tree.body
+        if isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, ast.Name)
+        and statement.value.func.id == "require_probes"
+    ]
 
     def visit(node: ast.AST, functions: tuple[ast.AST, ...]) -> None:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
@@ -162,13 +171,17 @@ def runtime_probes_imports(path: Path) -> list[tuple[int, bool]]:
         )
         if any(name.split(".")[0] == "probes" for name in names):
             line = node.lineno  # type: ignore[attr-defined]
-            checked = any(getattr(function, "name", None) == "require_probes" for function in functions) or any(
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Name)
-                and call.func.id == "require_probes"
-                and call.lineno < line
-                for function in functions
-                for call in ast.walk(function)
+            checked = (
+                any(getattr(function, "name", None) == "require_probes" for function in functions)
+                or any(
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Name)
+                    and call.func.id == "require_probes"
+                    and call.lineno < line
+                    for function in functions
+                    for call in ast.walk(function)
+                )
+                or any(check < line for check in module_checks)
             )
             found.append((line, checked))
         inner = (*functions, node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else functions

@@ -51,8 +51,8 @@ from resolver._spawn import spawn
 from resolver._validate import validate
 from resolver.errors import InvalidSettings, InvalidTopology
 from resolver.integrations import missing
-from resolver.sources import Source
 from resolver.origin import Origin
+from resolver.sources import Source
 from resolver.topology import Topology
 
 try:

@@ -168,12 +168,13 @@ def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     """The job's main port and its origin: the same on every process of one job (or subjob)."""
     sequence, in_id = _job_id(environ)
     found = _array_index(environ)
+    variables: tuple[str, ...] = ("PBS_JOBID",)
     if found is not None:
         index, term, variables = found[0], found[1], ("PBS_JOBID", found[1])
     elif in_id is not None:
-        index, term, variables = in_id, "PBS_JOBID's index", ("PBS_JOBID",)
+        index, term = in_id, "PBS_JOBID's index"
     else:
-        index, term, variables = 0, "0", ("PBS_JOBID",)
+        index, term = 0, "0"
     return job_port(
         sequence,
         "PBS_JOBID's sequence",

@@ -6,7 +6,6 @@ Each process runs tests/launchers/integration_worker.py and writes its answer to
 checks are here: the all_reduce summed every rank, and after destroy os.environ is as before.
 """
 
-from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from resolver.origin import Origin
 from tests.conftest import require_tool
 from tests.integrations import require_module
 from tests.launchers.launching import launch as run_launcher

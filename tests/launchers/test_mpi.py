@@ -11,7 +11,6 @@ and an /etc/hosts that resolves both. The launcher then sees two hosts, as on a 
 Run: python -m pytest tests/launchers/test_mpi.py   (as root; Open MPI, MPICH, mpi4py, torch)
 """
 
-from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -25,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from resolver.origin import Origin
 from tests.conftest import IN_CI, require_tool
 from tests.launchers.launching import launch as run_launcher
 

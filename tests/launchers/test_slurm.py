@@ -5,7 +5,6 @@ task ran on, `scontrol show hostnames` expands the step's nodelist. A gloo group
 `apply` passes an all_reduce.
 """
 
-from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from resolver.origin import Origin
 from tests.launchers.slurm_cluster import Cluster
 
 pytestmark = pytest.mark.slurm

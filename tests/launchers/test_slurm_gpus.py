@@ -7,7 +7,6 @@ and `SLURM_STEP_GPUS`, which ones it got; `srun -l` says which task printed what
 and never give two tasks of one node the same GPU, or say None with a warning.
 """
 
-from resolver.origin import Origin
 from __future__ import annotations
 
 import json
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from resolver.origin import Origin
 from tests.launchers.slurm_cluster import Cluster
 from tests.launchers.test_slurm import REPORT, check_step, env, reports, srun
 

@@ -284,7 +284,8 @@ def test_concurrent_steps_of_one_job_get_distinct_ports_and_step_0_keeps_lightni
     t = resolver.resolve({**base, "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "1"}, FAKE)
     assert (
         str(t.provenance["main_port"])
-        == "formula:15000 + (last four digits of SLURM_JOB_ID + 7919 * SLURM_STEP_ID) mod 10000 (15000 + (3456 + 7919) mod 10000)"
+        == "formula:15000 + (last four digits of SLURM_JOB_ID + 7919 * SLURM_STEP_ID) mod 10000"
+        " (15000 + (3456 + 7919) mod 10000)"
     )
 
 

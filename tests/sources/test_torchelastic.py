@@ -132,7 +132,14 @@ def test_a_rank_torchrun_cannot_assign_is_named_with_the_formula(group: int, loc
 
 def test_nodes_with_different_worker_counts_keep_their_ranks() -> None:
     """WORLD_SIZE != GROUP_WORLD_SIZE * LOCAL_WORLD_SIZE: torchrun's numbering is not the product rule."""
-    uneven = {**TWO_NODES, "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "LOCAL_RANK": "0", "RANK": "4"}
+    uneven = {
+        **TWO_NODES,
+        "WORLD_SIZE": "6",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "LOCAL_RANK": "0",
+        "RANK": "4",
+    }
     assert resolver.resolve(uneven, probes.fake()).global_rank == 4
     no_group_size = {k: v for k, v in TWO_NODES.items() if k != "GROUP_WORLD_SIZE"}
     odd = {**no_group_size, "GROUP_RANK": "0", "LOCAL_RANK": "1", "RANK": "3"}
