@@ -69,10 +69,10 @@ def main() -> None:
         "pid": os.getpid(),
         "torch_before": "torch" in sys.modules,
     }
-    write(path, record)
     import jax
 
     record["detected"] = detected()
+    write(path, record)
     try:
         if mode == "ours":
             from resolver.integrations.jax import initialize
@@ -100,12 +100,15 @@ def main() -> None:
     from jax._src import distributed
     from jax.experimental import multihost_utils
 
-    gathered = multihost_utils.process_allgather(np.array([record["truth"]["rank"]]))
+    # every process's launcher rank and SLURM step (-1 without one): a world mixing steps shows here
+    step = int(record["step"]) if record["step"] is not None else -1
+    gathered = np.asarray(multihost_utils.process_allgather(np.array([record["truth"]["rank"], step])))
     record.update(
         status="ok",
         process_index=jax.process_index(),
         process_count=jax.process_count(),
-        gathered=[int(x) for x in np.asarray(gathered).ravel()],
+        gathered=[int(x) for x in gathered.reshape(-1, 2)[:, 0]],
+        gathered_steps=[int(x) for x in gathered.reshape(-1, 2)[:, 1]],
         coordinator_address=distributed.global_state.coordinator_address,
         devices=len(jax.devices()),
     )

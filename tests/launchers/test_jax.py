@@ -94,6 +94,7 @@ def world(directory: Path, count: int, output: str) -> list[dict[str, Any]]:
         assert record["truth"]["rank"] == rank and record["truth"]["size"] == count, record
         assert (record["process_index"], record["process_count"]) == (rank, count), record
         assert record["gathered"] == list(range(count)), record
+        assert set(record["gathered_steps"]) == {int(record["step"] or -1)}, record  # one step's processes
         top = record["topology"]
         assert (top["global_rank"], top["world_size"]) == (rank, count), top
     assert len({r["coordinator_address"] for r in found}) == 1, [r["coordinator_address"] for r in found]
@@ -104,7 +105,12 @@ def outcome(record: dict[str, Any]) -> str:
     """One process of a plain run, in the words of the docs' table."""
     if record["status"] == "ok":
         n = record["process_count"]
-        return f"ok {record['process_index']}/{n}" + ("" if record["gathered"] == list(range(n)) else " wrong gather")
+        text = f"ok {record['process_index']}/{n}"
+        if record["gathered"] != list(range(n)):
+            text += f" gathered ranks {record['gathered']}"
+        if len(set(record["gathered_steps"])) > 1:
+            text += f" in one world with steps {record['gathered_steps']}"
+        return text
     if record["status"] == "error":
         return "error " + record["error"].splitlines()[0][:200]
     return "died in jax.distributed.initialize"
@@ -198,6 +204,10 @@ def test_two_concurrent_steps_are_two_worlds(slurm_cluster: Cluster, tmp_path: P
     assert worlds[0][0]["coordinator_address"] != worlds[1][0]["coordinator_address"]
     measured = records(plain_a) + records(plain_b)
     text = report("two concurrent srun --exact steps, jax.distributed.initialize()", res.returncode, measured)
+    for name in ("plain_a.txt", "plain_b.txt"):  # how the processes that died went: srun says
+        said = [line for line in (tmp_path / name).read_text().splitlines() if line.startswith("srun: error")]
+        text += f"\n  {name}: " + ("; ".join(said) or "srun reported no error")
+    print(text)
     # measured: both steps' JAX chose one coordinator (same job id, same node), so at most one
     # step forms its world; the other's process 0 cannot bind the port and its processes fail
     assert len({r["detected"]["coordinator_address"] for r in measured}) == 1, text
