@@ -59,7 +59,15 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["AGENT_STORE", "JAX_ENVIRONMENT", "STORE_KEY", "arguments", "coordinator_port", "initialize", "uses_agent_store"]
+__all__ = [
+    "AGENT_STORE",
+    "JAX_ENVIRONMENT",
+    "STORE_KEY",
+    "arguments",
+    "coordinator_port",
+    "initialize",
+    "uses_agent_store",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -127,7 +135,7 @@ def coordinator_port(
     try:
         from datetime import timedelta
 
-        from torch.distributed import TCPStore
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]  # re-exported from torch._C
     except ImportError as exc:
         raise missing(__name__, "torch (to reach torchrun's agent store)", "torch", exc) from exc
     where = f"torchrun's agent store at {address}:{port} ({AGENT_STORE}=True)"

@@ -9,6 +9,7 @@ every process's launcher rank over JAX's CPU collectives (gloo) gives 0..n-1 in 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -72,10 +73,8 @@ def run(args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
             output, _ = proc.communicate()
             pytest.fail(f"{args!r} did not finish in {TIMEOUT} s:\n{output[-5000:]}")
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     return proc.returncode, output
 
 
@@ -112,7 +111,7 @@ def outcome(record: dict[str, Any]) -> str:
             text += f" in one world with steps {record['gathered_steps']}"
         return text
     if record["status"] == "error":
-        return "error " + record["error"].splitlines()[0][:200]
+        return "error " + str(record["error"]).splitlines()[0][:200]
     return "died in jax.distributed.initialize"
 
 
@@ -123,7 +122,9 @@ def report(title: str, rc: int, found: list[dict[str, Any]]) -> str:
         where = f"step {record['step']} " if record.get("step") is not None else ""
         detected = record.get("detected")
         chosen = detected.get("coordinator_address") if isinstance(detected, dict) else detected
-        lines.append(f"  {where}rank {record['truth']['rank']} on {record['node']}: {outcome(record)} (JAX chose {chosen})")
+        lines.append(
+            f"  {where}rank {record['truth']['rank']} on {record['node']}: {outcome(record)} (JAX chose {chosen})"
+        )
     text = "\n".join(lines)
     print(text)
     return text
