@@ -46,7 +46,6 @@ port with `InvalidSettings`, before JAX is imported; JAX is imported only when `
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -57,10 +56,13 @@ from resolver.integrations import missing
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
+    import logging
+
     from probes import Probes
 
 __all__ = [
     "AGENT_STORE",
+    "DEFAULT_TIMEOUT",
     "JAX_ENVIRONMENT",
     "STORE_KEY",
     "arguments",
@@ -69,7 +71,13 @@ __all__ = [
     "uses_agent_store",
 ]
 
-_LOG = logging.getLogger(__name__)
+
+def _log() -> logging.Logger:
+    """This module's logger; `logging` is imported only when there is something to say (start-up cost)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 # the variables jax.distributed.initialize reads from os.environ (JAX 0.10.2)
 JAX_ENVIRONMENT = (
@@ -148,7 +156,7 @@ def coordinator_port(
         else:
             chosen = probes.free_port()
         store.set(key, str(chosen))
-        _LOG.info("JAX coordinator port %d published under %r in %s", chosen, key, where)
+        _log().info("JAX coordinator port %d published under %r in %s", chosen, key, where)
         return chosen
     try:
         raw = store.get(key)
@@ -199,7 +207,9 @@ def initialize(
         timeout = overrides.get("initialization_timeout", DEFAULT_TIMEOUT)
         keywords = arguments(topology, coordinator_port(topology, env, probes, timeout=timeout))
     keywords.update(overrides)
-    for warning in topology.warnings:
-        _LOG.warning("%s: %s", topology, warning)
+    if topology.warnings:
+        log = _log()
+        for warning in topology.warnings:
+            log.warning("%s: %s", topology, warning)
     jax.distributed.initialize(**keywords)
     return topology
