@@ -94,17 +94,9 @@ DEFAULT_TIMEOUT = 300  # seconds: jax.distributed.initialize's own initializatio
 
 
 def _variable(topology: Topology, field: str) -> str | None:
-    """The environment variable a field was read from, or None: the one place that reads provenance.
-
-    Handles both the `Origin` records (their `variable`) and the older "env:NAME" strings.
-    """
-    origin: Any = topology.provenance.get(field)
-    if origin is None:
-        return None
-    if isinstance(origin, str):
-        return origin[4:] if origin.startswith("env:") else None
-    variable = getattr(origin, "variable", None)
-    return variable if isinstance(variable, str) else None
+    """The environment variable a field was read as it is from, or None (its `Origin.variable`)."""
+    origin = topology.provenance.get(field)
+    return None if origin is None else origin.variable
 
 
 def uses_agent_store(topology: Topology, environ: Mapping[str, str]) -> bool:
