@@ -2,7 +2,8 @@
 
     python jax_worker.py MODE OUT_DIR
 
-MODE is `ours` (`resolver.integrations.jax.initialize()`), `plain` (`jax.distributed.initialize()`
+MODE is `ours` (`resolver.integrations.jax.initialize()`), `check` (`resolver.check()` first, then
+`initialize()`), `plain` (`jax.distributed.initialize()`
 with JAX's own detection; only `initialization_timeout` is given, so a failure ends in bounded
 time), or `master` (`jax.distributed.initialize` at MASTER_ADDR:MASTER_PORT with RANK and
 WORLD_SIZE: what a torchrun user would write by hand).
@@ -74,9 +75,14 @@ def main() -> None:
     record["detected"] = detected()
     write(path, record)
     try:
-        if mode == "ours":
+        if mode in ("ours", "check"):
             from resolver.integrations.jax import initialize
 
+            if mode == "check":  # the preflight first, on the same main endpoint JAX then listens on
+                import resolver
+
+                report = resolver.check(os.environ, timeout=TIMEOUT)
+                record["check"] = {"ok": report.ok, "problems": [str(p) for p in report.problems]}
             topology = initialize(initialization_timeout=TIMEOUT)
             record["topology"] = topology.to_dict()
         elif mode == "plain":
@@ -90,7 +96,7 @@ def main() -> None:
                 initialization_timeout=TIMEOUT,
             )
         else:
-            raise SystemExit(f"unknown mode {mode!r}: ours, plain or master")
+            raise SystemExit(f"unknown mode {mode!r}: ours, check, plain or master")
     except Exception as exc:
         record.update(status="error", error=f"{type(exc).__name__}: {exc}"[:2000])
         write(path, record)

@@ -236,6 +236,18 @@ def test_arbitrary_distribution_task_0_on_the_second_node(slurm_cluster: Cluster
     assert measured[0]["node"] == "ci2", text
 
 
+@pytest.mark.slurm
+def test_check_then_initialize_under_srun(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """`resolver.check()` meets at the main endpoint, then JAX's coordinator binds that port: the check let it go."""
+    (out,) = directories(tmp_path, "out")
+    rc, output = srun(slurm_cluster, "-N2 -n4", "check", out)
+    assert rc == 0, output
+    found = world(out, 4, output)
+    assert all(r["check"] == {"ok": True, "problems": []} for r in found), [r["check"] for r in found]
+    top = found[0]["topology"]
+    assert found[0]["coordinator_address"] == f"{top['main_address']}:{top['main_port']}"
+
+
 # -- mpirun on two emulated hosts -------------------------------------------------------------------
 
 
@@ -326,6 +338,20 @@ def test_torchrun_two_workers_on_one_node(tmp_path: Path) -> None:
     assert rc != 0, text
     assert "Failed to add port to server" in output, output[-5000:]
     assert outcome(measured[0]) != "ok 0/2", text
+
+
+@pytest.mark.torchrun
+def test_check_then_initialize_under_torchrun(tmp_path: Path) -> None:
+    """Both meet through torchrun's agent store, under keys of their own: the check, then JAX's port."""
+    require_tool("torchrun")
+    require_module("torch", "torch")
+    (out,) = directories(tmp_path, "out")
+    options = ["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}"]
+    rc, output = run([*torchrun(*options), "check", str(out)], clean_env())
+    assert rc == 0, output
+    found = world(out, 2, output)
+    assert all(r["check"] == {"ok": True, "problems": []} for r in found), [r["check"] for r in found]
+    check_agent_store(found)
 
 
 @pytest.mark.torchrun
