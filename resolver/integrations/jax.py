@@ -23,10 +23,11 @@ Keyword overrides go to `jax.distributed.initialize` as given and win over these
 The coordinator port. JAX's coordinator is a gRPC server that process 0 starts on the port of
 `coordinator_address` (bound on `[::]`). Under SLURM, MPI and the schedulers the record's
 `main_port` is a port nothing holds, so it is that. Under torchrun with
-`TORCHELASTIC_USE_AGENT_STORE=True` (every torchrun of torch >= 2.4, static and c10d rendezvous
-alike) `MASTER_PORT` is held by the agent's TCPStore: JAX cannot bind it (measured with JAX 0.10.2
-and torch 2.13.0: gRPC logs "Failed to add port to server" and process 0 dies, exit code 1 or
-SIGSEGV). There process 0 takes a free port and publishes it in that store (a torch `TCPStore`
+`TORCHELASTIC_USE_AGENT_STORE=True` (torch 2.13.0 sets it with static and c10d rendezvous alike)
+`MASTER_PORT` is held by the agent's TCPStore: JAX cannot bind it (measured with JAX 0.10.2: gRPC
+logs "Failed to add port to server", process 0 raises `JaxRuntimeError: Failed to start RPC
+server` or, once, died of SIGSEGV, and the others abort at their timeout). There process 0 takes a
+free port and publishes it in that store (a torch `TCPStore`
 client at MASTER_ADDR:MASTER_PORT, key `cluster-topology/jax/<run id>/<restart count>/port`), and
 the others read it (waiting up to `initialization_timeout`, JAX's 300 s by default). torch is
 imported only then; torchrun is torch's, so it is there.

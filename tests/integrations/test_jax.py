@@ -20,7 +20,7 @@ import probes
 import resolver
 from resolver import InvalidSettings, InvalidVariable, Topology, TopologyError
 from resolver.integrations import jax as integration
-from tests.integrations import run_python
+from tests.integrations import require_module, run_python
 
 SLURM = {  # srun -N2 -n4, task 2 (the first task of the second node)
     "SLURM_JOB_ID": "77",
@@ -269,11 +269,8 @@ def test_the_agent_store_only_holds_master_port() -> None:
 def test_jax_reads_only_these_variables_of_its_own() -> None:
     """The docs say JAX's initialize reads JAX_COORDINATOR_*, JAX_LOCAL_DEVICE_IDS (and the partition
     index), never a process count or id: read the installed JAX's source to keep that true."""
-    try:
-        from jax._src import distributed
-        from jax._src.clusters import cluster
-    except ImportError:
-        pytest.skip("JAX is not installed (the launcher tests need it; CI installs it)")
+    distributed = require_module("jax._src.distributed", "jax")  # skips locally, fails in CI without JAX
+    cluster = require_module("jax._src.clusters.cluster", "jax")
     read: set[str] = set()
     for module in (distributed, cluster):
         text = Path(str(module.__file__)).read_text()
