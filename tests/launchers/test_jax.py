@@ -171,7 +171,8 @@ def test_srun_two_nodes_four_tasks(slurm_cluster: Cluster, tmp_path: Path) -> No
     text = report("srun -N2 -n4, jax.distributed.initialize()", rc, measured)
     # measured: JAX's SLURM detection names the first node and port job_id % 4096 + 61440; task 0 is there
     assert rc == 0 and [outcome(r) for r in measured] == [f"ok {i}/4" for i in range(4)], text
-    assert {coordinator_host(r) for r in measured} == {nodes[0]}
+    first = sorted({r["node"] for r in measured})[0]  # this job's nodes: not always the first job's
+    assert {coordinator_host(r) for r in measured} == {first} and measured[0]["node"] == first, text
 
 
 @pytest.mark.slurm
@@ -209,11 +210,10 @@ def test_two_concurrent_steps_are_two_worlds(slurm_cluster: Cluster, tmp_path: P
         said = [line for line in (tmp_path / name).read_text().splitlines() if line.startswith("srun: error")]
         text += f"\n  {name}: " + ("; ".join(said) or "srun reported no error")
     print(text)
-    # measured: both steps' JAX chose one coordinator (same job id, same node), so at most one
-    # step forms its world; the other's process 0 cannot bind the port and its processes fail
+    # measured: both steps' JAX chose one coordinator (same job id, same node); what follows is a
+    # race (in seven runs: one step formed twice, neither twice, a world mixing the steps twice, both once)
+    assert len(measured) == 4, text
     assert len({r["detected"]["coordinator_address"] for r in measured}) == 1, text
-    per_step = {d: [outcome(r) for r in records(d)] for d in (plain_a, plain_b)}
-    assert any(found != ["ok 0/2", "ok 1/2"] for found in per_step.values()), text
 
 
 @pytest.mark.slurm
