@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver import environ as env
-from resolver._detect import resolve
-from probes.exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join
+from resolver._detect import require_probes, resolve
 from resolver.errors import TopologyError
 from resolver.topology import Topology
+
+require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
+from probes.exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join  # noqa: E402
 
 if TYPE_CHECKING:
     from probes import Probes
