@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import resolver
 
 if TYPE_CHECKING:
+    from docutils import nodes
     from sphinx.application import Sphinx
 
 project = "cluster-topology"
@@ -88,6 +89,38 @@ def expand_automodules(app: Sphinx, docname: str, source: list[str]) -> None:
     source[0] = automodules(source[0])
 
 
+# A default that has no source form (a function: attrs' `__init__` of `probes.Probes` has one) is
+# written `<function name at 0x...>`, which is not Python: Sphinx then cannot parse the signature and
+# prints it raw, private names and all. It is shown as `...`, the usual mark of "a default".
+FUNCTION_REPR = re.compile(r"<function [^<>]*>")
+
+
+def plain_defaults(  # noqa: PLR0917 - the positional signature of Sphinx's event
+    app: Sphinx, what: str, name: str, obj: object, options: object, signature: str | None, annotation: str | None
+) -> tuple[str | None, str | None]:
+    """The `autodoc-process-signature` handler: defaults without a source form become `...`."""
+    return (FUNCTION_REPR.sub("...", signature) if signature else signature), annotation
+
+
+# A type in a signature links to where the object is documented (`resolver.Applied`), but Sphinx
+# titles the link with the module that defines it (`resolver._apply.Applied`, the canonical name
+# autodoc records). The reference names no private module: the title becomes the documented name.
+PRIVATE = re.compile(r"(?:^|\.)_[a-z]")
+
+
+def public_titles(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """The `doctree-resolved` handler: a link titled with a private path takes its target's name."""
+    from docutils import nodes  # Sphinx's own dependency: imported where Sphinx runs, not by the tests
+
+    for reference in doctree.findall(nodes.reference):
+        title = reference.get("reftitle", "")
+        target = (reference.get("refuri", "") or "").rpartition("#")[2] or reference.get("refid", "")
+        if PRIVATE.search(title) and target and not PRIVATE.search(target):
+            reference["reftitle"] = target
+
+
 def setup(app: Sphinx) -> None:
     app.connect("autodoc-process-docstring", markdown_docstring_to_rst)
+    app.connect("autodoc-process-signature", plain_defaults)
     app.connect("source-read", expand_automodules)
+    app.connect("doctree-resolved", public_titles)

@@ -1,6 +1,6 @@
 """The meeting at the main endpoint: every process sends one record to rank 0, rank 0 answers each.
 
-Used by the preflight (`resolver._check`) and by `cluster-topology exec` (probes/tcp.py answers the
+Used by the preflight (`cluster-topology check`) and by `cluster-topology exec` (probes/tcp.py answers the
 MPI source's collective with it). Rank 0 listens on `main_port`; every other process connects to
 `main_address:main_port`, retrying with backoff until the deadline (rank 0 may start last).
 

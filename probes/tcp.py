@@ -4,13 +4,13 @@ Open MPI 4.1 lets a rank initialise MPI once: after exec, after `MPI_Finalize`, 
 process ran the collective, the program's own `MPI_Init` fails ("getting local rank failed",
 measured here with `mpirun`). So `exec` answers the MPI source's one collective with this object:
 `size` ranks meet at `host:port` (the job's MASTER_ADDR/MASTER_PORT) through the exchange of the
-preflight (resolver/_exchange.py): rank 0 listens and serves every rank at once, every other rank
+preflight (`probes.exchange`): rank 0 listens and serves every rank at once, every other rank
 connects (retrying until the deadline), sends its object, and receives what the collective gives it.
 Objects travel as JSON (strings, ints, None, lists, read back as tuples): nothing received is
 unpickled. An allgather gives every rank every object, as MPI's does: the MPI source's objects are a
 host name and an endpoint, so this is the one O(N^2) use of the exchange, and a small one.
 
-The port is free again when the exchange ends (see resolver/_exchange.py): the program can then
+The port is free again when the exchange ends (see `probes.exchange`): the program can then
 bind MASTER_PORT for its own rendezvous.
 """
 

@@ -5,10 +5,10 @@
 ...                   "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}).global_rank
 1
 
-This module is the public API. The engine lives in private modules (`resolver._detect`,
-`resolver._apply`, ...); the public submodules are `resolver.sources` (the kit for source
-authors), `resolver.testing`, `resolver.hostlist`, `resolver.errors`, `resolver.topology`,
-`resolver.origin`, `resolver.requeue` and `resolver.integrations`.
+This module is the public API; the engine behind it lives in private modules. The public
+submodules are `resolver.sources` (the kit for source authors), `resolver.testing`,
+`resolver.hostlist`, `resolver.errors`, `resolver.topology`, `resolver.origin`, `resolver.requeue`
+and `resolver.integrations`.
 """
 
 import importlib as _importlib

@@ -40,8 +40,7 @@ from resolver._detect import require_probes, resolve
 from resolver.errors import TopologyError
 from resolver.topology import Topology
 
-require_probes()  # a user's own probes.py must not stand in for ours (resolver/_shadow.py)
-
+require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
 from probes.exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join  # noqa: E402
 
 if TYPE_CHECKING:
@@ -613,7 +612,6 @@ def _host(environ: Mapping[str, str], probes: Probes | None) -> str:
     try:
         if probes is not None:
             return probes.hostname()
-        require_probes()
         from probes import live
 
         return str(live.probe("hostname")())
@@ -778,7 +776,6 @@ def _greets(port: int) -> bool:
     """Whether the process holding `port` on this host greets as rank 0 of a check does (2 s at most)."""
     import socket
 
-    require_probes()
     from probes.exchange import PROTOCOL
 
     with socket.create_connection(("localhost", port), timeout=2.0) as sock:

@@ -132,7 +132,7 @@ class Topology:
     `visible_devices` are the accelerators this process can see, in the order its runtime numbers
     them, as the visibility variable spells them (indexes, UUIDs, MIG ids); `local_device` is the
     one it should use, as an index into that list (the ordinal `torch.cuda.set_device` takes).
-    Either is None when nothing can tell (see resolver/_devices.py).
+    Either is None when nothing can tell (the rule: "Which device is mine" in the documentation).
 
     `hostnames` are the job's hosts in node-rank order (host `node_rank` is this process's), when the
     source knows them (SLURM's node list, a scheduler's host file, a platform's host list); None
@@ -277,12 +277,14 @@ class Topology:
         return record
 
     def to_json(self, **kw: Any) -> str:
+        """`to_dict()` as JSON text; keywords go to `json.dumps` (`indent=2`, `sort_keys=True`)."""
         import json  # lazily: a resolve that is never serialized should not pay for json
 
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
     def from_json(cls, text: str) -> Topology:
+        """Rebuild a record from `to_json()` text; text that is not JSON, or a wrong record, is a TopologyError."""
         import json
 
         try:

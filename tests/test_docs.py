@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import IN_CI
 from tests.integrations import require_module
 from tests.test_exports import public_modules
 
@@ -196,3 +197,129 @@ def test_the_device_page_names_every_variable_the_rule_reads() -> None:
     page = (DOCS / "devices.md").read_text()
     for name in (*VISIBILITY, *SCHEDULER_LISTS, "SLURMD_TRES_BIND", "NoDevFiles"):
         assert f"`{name}" in page, name
+
+
+# -- one page per launcher and platform -------------------------------------------------------------
+
+PAGE_OF = {"lightning": "default", "kubeflow_trainer": "kubeflow"}  # else a source's page is its name
+TITLE = re.compile(r"\A# (.+)$", re.M)
+
+
+def registered_sources() -> list[str]:
+    from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST
+
+    return [entry.name for entry in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)]
+
+
+def title(page: Path) -> str:
+    match = TITLE.search(page.read_text())
+    assert match, f"{page_id(page)} has no title"
+    return match[1]
+
+
+@pytest.mark.parametrize("source", registered_sources())
+def test_every_source_has_its_own_launcher_page(source: str) -> None:
+    """docs/launchers/<source>.md (the exceptions in PAGE_OF), in the sidebar through the glob of the index."""
+    page = DOCS / "launchers" / f"{PAGE_OF.get(source, source)}.md"
+    assert page.is_file(), f"no page for source {source!r}: {page_id(page)}"
+    assert f"`{source}`" in title(page) or source in title(page).lower()
+    assert ":glob:" in (DOCS / "launchers" / "index.md").read_text()
+
+
+def test_a_launcher_page_titles_one_platform() -> None:
+    """Each page is one family: the sources its title names in backticks all have it as their page."""
+    sources = set(registered_sources())
+    for page in (DOCS / "launchers").glob("*.md"):
+        named = set(re.findall(r"`(\w+)`", title(page))) & sources
+        assert all(PAGE_OF.get(name, name) == page.stem for name in named), (page_id(page), named)
+    assert "## Node-level platforms" in (DOCS / "launchers" / "index.md").read_text()
+
+
+def test_the_readme_s_pbs_row_names_every_variable_detection_needs() -> None:
+    from resolver.sources.pbs import CANDIDATES
+
+    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| 8 | `pbs` |")]
+    detected_by = row.split(" | ")[2]
+    assert CANDIDATES.every  # detection needs them all: the row must name each
+    for name in CANDIDATES.names:
+        assert f"`{name}`" in detected_by, name
+
+
+# -- the API reference ---------------------------------------------------------------------------------
+
+
+def test_the_reference_documents_every_topology_field_and_the_json_round_trip() -> None:
+    import attrs
+
+    from resolver import Topology
+
+    page = (DOCS / "reference" / "topology.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \|", page, re.M)
+    # hostnames is documented with is_main and is_local_main, by their author (issue 27 point 10)
+    assert rows == [field.name for field in attrs.fields(Topology) if field.name not in {"hostnames"}]
+    for method in ("to_json", "from_json", "to_dict", "from_dict"):
+        assert f"`{method}(" in page or f"`Topology.{method}(" in page, method
+        assert getattr(Topology, method).__doc__, method  # autodoc shows only what has a docstring
+    assert ".. automethod:: resolver.Topology.to_json" in page
+    assert ".. automethod:: resolver.Topology.from_json" in page
+
+
+PRIVATE_NAME = re.compile(
+    r"\b(?:resolver|probes)(?:\.[a-z]\w*)*\._[a-z]\w*|\b(?:resolver|probes)/(?:\w+/)*_[a-z]\w*\.py"
+)
+
+
+def documented_texts() -> dict[str, str]:
+    """What the reference shows of each public module: its docstring and its public members'."""
+    import importlib
+    import inspect
+
+    texts: dict[str, str] = {}
+    for name in public_modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an integration whose extra is not installed here (CI installs them all)
+            continue
+        texts[name] = module.__doc__ or ""
+        for member in getattr(module, "__all__", ()):
+            value = getattr(module, member, None)
+            texts[f"{name}.{member}"] = inspect.getdoc(value) or "" if callable(value) else ""
+            for attribute, inner in vars(value).items() if inspect.isclass(value) else ():
+                if not attribute.startswith("_") and callable(inner):
+                    texts[f"{name}.{member}.{attribute}"] = inspect.getdoc(inner) or ""
+    return texts
+
+
+def test_the_reference_names_no_private_module() -> None:
+    texts = documented_texts()
+    assert len(texts) > 100  # the walk really read the docstrings
+    named = {where: PRIVATE_NAME.findall(text) for where, text in texts.items()}
+    assert {where: found for where, found in named.items() if found} == {}
+    for page in (DOCS / "reference").glob("*.md"):
+        assert not PRIVATE_NAME.findall(page.read_text()), page_id(page)
+
+
+def test_the_private_name_pattern_finds_what_it_must() -> None:
+    text = "see resolver._apply, resolver.sources._node, probes._bundle.Comm and resolver/_devices.py"
+    assert PRIVATE_NAME.findall(text) == [
+        "resolver._apply",
+        "resolver.sources._node",
+        "probes._bundle",
+        "resolver/_devices.py",
+    ]
+    assert not PRIVATE_NAME.findall("resolver.sources.slurm, probes.fake(), resolver.__version__, probes/live.py")
+
+
+def test_the_built_reference_links_and_titles_no_private_module() -> None:
+    """In the HTML (signatures' links and their titles too): CI builds the site before the tests."""
+    site = ROOT / "site" / "reference"
+    sources = [*DOCS.rglob("*.md"), DOCS / "conf.py", *ROOT.glob("resolver/**/*.py"), *ROOT.glob("probes/**/*.py")]
+    if not site.is_dir() or min(p.stat().st_mtime for p in site.glob("*.html")) < max(
+        p.stat().st_mtime for p in sources
+    ):
+        message = "site/ is missing or older than the sources: build it with the README's docs command"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    found = {page.name: sorted(set(PRIVATE_NAME.findall(page.read_text()))) for page in site.glob("*.html")}
+    assert {name: names for name, names in found.items() if names} == {}

@@ -111,6 +111,10 @@ def test_the_wheel_holds_the_two_packages_and_nothing_else(dists: Dists) -> None
     assert metadata["Version"] == resolver.__version__  # one source of truth, read by the build
     assert metadata["License-Expression"] == "Apache-2.0"
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+    # no Project-URL (nor the older Home-page) until the project has a public home: an index shows each
+    # as a link, and a link to nowhere is worse than none
+    assert metadata.get_all("Project-URL") is None
+    assert metadata.get_all("Home-page") is None
 
 
 def test_the_sdist_holds_every_file_of_the_repository(dists: Dists) -> None:

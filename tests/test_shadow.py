@@ -78,9 +78,10 @@ def test_resolve_names_the_file_that_shadows_probes(tmp_path: Path, kind: str) -
     assert "python -P" in message
 
 
-def test_the_command_line_says_it_in_one_line_and_exits_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [[], ["check"]], ids=["resolve", "check"])
+def test_the_command_line_says_it_in_one_line_and_exits_2(tmp_path: Path, command: list[str]) -> None:
     shadow = users_module(tmp_path, "module")
-    done = python(tmp_path, "-m", "resolver")
+    done = python(tmp_path, "-m", "resolver", *command)
     assert done.returncode == 2
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
@@ -146,18 +147,21 @@ def test_a_module_without_a_file_is_named_by_its_repr(monkeypatch: pytest.Monkey
 
 def runtime_probes_imports(path: Path) -> list[tuple[int, bool]]:
     """(line, checked) of each import of `probes` in a module that runs (not under `if TYPE_CHECKING:`):
-    checked when a function around it, or the module itself, calls `require_probes()` on an earlier line
-    (or it is that check)."""
+    checked when a function around it calls `require_probes()` on an earlier line (or is that check)."""
     tree = ast.parse(path.read_text())
     found: list[tuple[int, bool]] = []
-    module_checks = [
-        statement.lineno
-        for statement in tree.body
-        if isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Call)
-        and isinstance(statement.value.func, ast.Name)
-        and statement.value.func.id == "require_probes"
-    ]
+    # a call at the module's top level runs when it is imported, before any of its functions can
+    checked_from = min(
+        (
+            node.lineno
+            for node in tree.body
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "require_probes"
+        ),
+        default=None,
+    )
 
     def visit(node: ast.AST, functions: tuple[ast.AST, ...]) -> None:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
@@ -172,7 +176,8 @@ def runtime_probes_imports(path: Path) -> list[tuple[int, bool]]:
         if any(name.split(".")[0] == "probes" for name in names):
             line = node.lineno  # type: ignore[attr-defined]
             checked = (
-                any(getattr(function, "name", None) == "require_probes" for function in functions)
+                (checked_from is not None and checked_from < line)
+                or any(getattr(function, "name", None) == "require_probes" for function in functions)
                 or any(
                     isinstance(call, ast.Call)
                     and isinstance(call.func, ast.Name)
@@ -181,7 +186,6 @@ def runtime_probes_imports(path: Path) -> list[tuple[int, bool]]:
                     for function in functions
                     for call in ast.walk(function)
                 )
-                or any(check < line for check in module_checks)
             )
             found.append((line, checked))
         inner = (*functions, node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else functions
@@ -212,3 +216,8 @@ def test_the_walk_tells_a_checked_import_from_an_unchecked_one(tmp_path: Path) -
         "def outer():\n    require_probes()\n    def inner():\n        import probes.tcp\n"
     )
     assert runtime_probes_imports(module) == [(6, True), (8, False), (12, True)]
+    top = tmp_path / "top.py"
+    top.write_text(
+        "import os\nfrom probes import tcp\nrequire_probes()\nfrom probes import live\ndef f():\n    import probes\n"
+    )
+    assert runtime_probes_imports(top) == [(2, False), (4, True), (6, True)]

@@ -101,7 +101,8 @@ class TopologyEnvironment(ClusterEnvironment):
         self._pending: dict[str, int] = {}  # a rank waiting for the world size it fits in
         self._launches = 0
         self._warned = False
-        if topology.creates_processes_externally and _origin_kind(topology, "global_rank") != "default":
+        rank = topology.provenance.get("global_rank")
+        if topology.creates_processes_externally and (rank is None or rank.kind != "default"):
             self._warn()  # the launcher gave this process its rank: the record is this worker's already
         self._environ = target
         self._prior: dict[str, str | None] = {key: target.get(key) for key in LIGHTNING_WRITES}
@@ -251,16 +252,3 @@ class TopologyEnvironment(ClusterEnvironment):
 
     def __repr__(self) -> str:
         return f"<TopologyEnvironment {self._topology}>"
-
-
-def _origin_kind(topology: Topology, field: str) -> str | None:
-    """The kind of origin of `field` ("env", "default", ...), None if the record does not say.
-
-    The one place this module reads provenance: an `Origin` has its `kind`; a provenance string
-    (before `Origin`) starts with it ("default:0").
-    """
-    origin: Any = topology.provenance.get(field)
-    kind = getattr(origin, "kind", None)
-    if kind is None and isinstance(origin, str):
-        kind = origin.partition(":")[0]
-    return kind if isinstance(kind, str) else None

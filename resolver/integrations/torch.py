@@ -8,7 +8,7 @@ and restore the environment when that group is destroyed.
     # here the group is destroyed and os.environ is exactly as before
 
 The device: when CUDA is available and the record knows this process's device
-(`Topology.local_device`, see resolver/_devices.py), `torch.cuda.set_device` is called with it and,
+(`Topology.local_device`), `torch.cuda.set_device` is called with it and,
 for NCCL, `device_id` is passed (eager NCCL initialisation on the right GPU); when the record says
 None, nothing is set and its warning says why: `cuda:<local_rank>` is not guessed. A `device_id`
 of your own wins and nothing is set.

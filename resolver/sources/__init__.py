@@ -1,8 +1,8 @@
 """The kit for source authors: what a source is, the `Builder` and its readers, and the shared rules.
 
-See `resolver.sources._kit` (sources, detections, the builder, job facts, hosts) and
-`resolver.sources._rules` (the job's port, host files, the one process a scheduler starts). The kit
-sits below the engine: nothing here imports `resolver._detect` or anything above it.
+Its parts live in two private modules: the kit itself (sources, detections, the builder, job facts,
+hosts) and the shared rules (the job's port, host files, the one process a scheduler starts). The
+kit sits below the engine: nothing here imports the engine or anything above it.
 """
 
 from resolver.sources._kit import (

@@ -5,7 +5,7 @@ gives it ``AWS_BATCH_JOB_NODE_INDEX`` (0..N-1), ``AWS_BATCH_JOB_NUM_NODES``,
 ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` and, on every node but the main one,
 ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS``; every Batch job also has ``AWS_BATCH_JOB_ID`` and
 ``AWS_BATCH_JOB_ATTEMPT`` (the first attempt is 1). The container, with no launcher around it, is
-its node's agent (see `resolver.sources._node`):
+its node's agent (the node-agent rule that the node-level platforms share):
 
 - node rank: the main node (``AWS_BATCH_JOB_MAIN_NODE_INDEX``, any index) hosts the rendezvous, so
   it is node rank 0; when it is not index 0, it and index 0 trade places, on every node alike;

@@ -7,7 +7,7 @@ taken as the job id). Two kinds of distributed job concern this module:
   ``MASTER_PORT``, ``NODE_RANK`` (the node's index, 0 first) and ``WORLD_SIZE``. A process it
   starts per process (``process_count_per_instance`` > 1) also gets ``RANK`` and ``LOCAL_RANK``:
   it is a worker that Azure ML launched, resolved by the default source as any torchrun-style
-  process is (``LOCAL_RANK`` marks it, see `resolver.sources._node.started_inside`), with this
+  process is (``LOCAL_RANK`` marks it, as on every node-level platform), with this
   module's job facts. With one process per node (the per-node launch, where the user's command
   starts the node's workers with torchrun), ``WORLD_SIZE`` counts the nodes and the process, with
   no ``LOCAL_RANK``, is the node's agent: node ``NODE_RANK`` of ``WORLD_SIZE``, main endpoint

@@ -3,8 +3,8 @@
 dstack runs a task's commands once on every node of a distributed task (``nodes: N``) and gives
 them ``DSTACK_NODE_RANK`` (0..N-1), ``DSTACK_NODES_NUM``, ``DSTACK_MASTER_NODE_IP`` (node 0's
 internal IP), ``DSTACK_NODES_IPS`` (every node's internal IP, one per line), ``DSTACK_GPUS_PER_NODE``
-and ``DSTACK_RUN_NAME``. Such a process, with no launcher around it, is its node's agent (see
-`resolver.sources._node`): node rank ``DSTACK_NODE_RANK`` of ``DSTACK_NODES_NUM`` (which must equal
+and ``DSTACK_RUN_NAME``. Such a process, with no launcher around it, is its node's agent (the node-agent rule
+that the node-level platforms share): node rank ``DSTACK_NODE_RANK`` of ``DSTACK_NODES_NUM`` (which must equal
 the number of IPs when ``DSTACK_NODES_IPS`` is set), main address ``DSTACK_MASTER_NODE_IP`` (else
 the first of ``DSTACK_NODES_IPS``), ``nproc_per_node`` = ``DSTACK_GPUS_PER_NODE`` when above 0, port
 ``MASTER_PORT`` else 29500 (dstack names none), ``job_name`` = ``DSTACK_RUN_NAME`` (also for

@@ -6,7 +6,7 @@ integer, or ``auto``, ``cpu``, ``gpu``: torchrun counts the devices itself), ``P
 pod's completion index), ``PET_MASTER_ADDR`` (``<trainjob>-node-0-0.<trainjob>``, the first node's
 pod) and ``PET_MASTER_PORT`` (29500), and runs the user's command there; Kubeflow v1's training
 operator sets the same ``PET_*`` beside its node-level ``WORLD_SIZE``/``RANK``. A process in such a
-pod with no torchrun around it is the node's agent (see `resolver.sources._node`): node rank
+pod with no torchrun around it is the node's agent (the node-agent rule that the node-level platforms share): node rank
 ``PET_NODE_RANK`` of ``PET_NNODES``, main endpoint ``PET_MASTER_ADDR:PET_MASTER_PORT``, and
 ``nproc_per_node`` when ``PET_NPROC_PER_NODE`` is a number.
 

@@ -9,7 +9,8 @@ every pod ``LWS_LEADER_ADDRESS`` (the leader pod's DNS name through the headless
 ``LWS_WORKER_INDEX`` (the pod's index in its group: 0 for the leader, 1..size-1 for the
 workers). A group is one distributed world; the groups of a set are independent replicas.
 
-A pod's process with no launcher around it is its node's agent (see `resolver.sources._node`):
+A pod's process with no launcher around it is its node's agent (the node-agent rule that the
+node-level platforms share):
 node rank ``LWS_WORKER_INDEX`` of ``LWS_GROUP_SIZE`` (an index outside 0..size-1 is an error naming
 ``LWS_WORKER_INDEX``), main address ``LWS_LEADER_ADDRESS`` (the leader is node 0), port
 ``MASTER_PORT`` else torchrun's 29500 (LWS names none; every pod computes the same, so no probe

@@ -6,7 +6,7 @@ sorted), ``SM_CURRENT_HOST``, ``SM_NUM_GPUS``, ``SM_NUM_NEURONS``, ``SM_NUM_CPUS
 ``SM_NETWORK_INTERFACE_NAME`` and ``SM_TRAINING_ENV`` (JSON of all of it, with ``job_name``);
 SageMaker itself writes ``/opt/ml/input/config/resourceconfig.json`` (``current_host``,
 ``hosts``, ...) and sets ``TRAINING_JOB_NAME`` and ``TRAINING_JOB_ARN``. A process with no launcher
-around it is its instance's agent (see `resolver.sources._node`):
+around it is its instance's agent (the node-agent rule that the node-level platforms share):
 
 - hosts and this host: ``SM_HOSTS``/``SM_CURRENT_HOST``; whichever is missing comes from the
   resource config file (``$SM_INPUT_CONFIG_DIR/resourceconfig.json``, through the file probe);

@@ -3,7 +3,7 @@
 SkyPilot runs a task's ``run`` commands once on every node and gives them ``SKYPILOT_NODE_RANK``
 (0..N-1), ``SKYPILOT_NODE_IPS`` (the nodes' IP addresses, one per line, the head node first),
 ``SKYPILOT_NUM_NODES``, ``SKYPILOT_NUM_GPUS_PER_NODE`` and ``SKYPILOT_TASK_ID``. Such a process,
-with no launcher around it, is its node's agent (see `resolver.sources._node`): node rank
+with no launcher around it, is its node's agent (the node-agent rule that the node-level platforms share): node rank
 ``SKYPILOT_NODE_RANK`` of ``SKYPILOT_NUM_NODES`` (which must equal the number of IPs; without it,
 their count), main address the first IP, ``nproc_per_node`` = ``SKYPILOT_NUM_GPUS_PER_NODE`` when
 it is above 0 (a CPU node says 0: torchrun's default applies), port ``MASTER_PORT`` else 29500

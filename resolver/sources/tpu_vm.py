@@ -10,9 +10,9 @@ of slice 0's worker 0, possibly with a port), ``MEGASCALE_NUM_SLICES`` and ``MEG
 JAX numbers the hosts slice by slice: process id = ``TPU_WORKER_ID`` + ``MEGASCALE_SLICE_ID`` x
 hosts per slice, process count = hosts per slice x ``MEGASCALE_NUM_SLICES``, and the coordinator is
 the host of process 0 (``MEGASCALE_COORDINATOR_ADDRESS`` across slices, else the slice's first
-worker). A host's process with no launcher around it is its node's agent (see
-`resolver.sources._node`) with exactly those numbers: node rank = JAX's process id, node count =
-JAX's process count, main address = the coordinator's host. The port is ``MASTER_PORT``, else
+worker). A host's process with no launcher around it is its node's agent (the node-agent rule
+that the node-level platforms share) with exactly those numbers: node rank = JAX's process id,
+node count = JAX's process count, main address = the coordinator's host. The port is ``MASTER_PORT``, else
 torchrun's 29500: JAX's coordinator takes 8476 and megascale ``MEGASCALE_PORT``, so neither is
 offered to a second service.
 

@@ -20,7 +20,8 @@ error naming ``CLUSTER_SPEC`` (it would otherwise claim a place in a world that 
 The port is ``MASTER_PORT``, else torchrun's 29500 (the ``:2222`` in the cluster is TensorFlow's
 server port, not offered to torchrun). ``TF_CONFIG`` is read when ``CLUSTER_SPEC`` is absent and
 only when it says ``"environment": "cloud"`` (a TF_CONFIG of another platform is not Vertex's).
-A replica's process with no launcher around it is its node's agent (see `resolver.sources._node`).
+A replica's process with no launcher around it is its node's agent (the node-agent rule that the
+node-level platforms share).
 
 Facts from https://cloud.google.com/vertex-ai/docs/training/distributed-training (worker pools,
 ``CLUSTER_SPEC`` and ``TF_CONFIG`` formats) and

@@ -13,7 +13,8 @@ pods each. Its plugins tell the pods where they are:
   master and worker tasks' replicas together) and ``RANK`` (0 for the master, index + 1 for
   worker ``index``).
 
-A pod's process with no launcher around it is its node's agent (see `resolver.sources._node`):
+A pod's process with no launcher around it is its node's agent (the node-agent rule that the
+node-level platforms share):
 
 - with the pytorch plugin, node ``RANK`` of ``WORLD_SIZE``, main endpoint
   ``MASTER_ADDR:MASTER_PORT``;

@@ -23,7 +23,7 @@ checks that the answers form one world. Strategies (`resolver.testing.strategies
 `topologies()` return Hypothesis strategies; hypothesis is imported only when one is called.
 Nothing here is imported by ``import resolver``.
 
-One module per launcher, named by the source registry (`resolver.sources._registry`: each entry's
+One module per launcher, named by the source registry (a private module of `resolver.sources`: each entry's
 ``builders``, usually the source's name). A new launcher adds:
 
 1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` subclass of
@@ -34,7 +34,7 @@ One module per launcher, named by the source registry (`resolver.sources._regist
    Hypothesis strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
 2. here: its builders in the imports and in `__all__`; in docs/testing.md, its row of the builders'
    table (tests/testing/test_init.py fails until both are there). `REGISTRY`, `LAUNCHERS` and
-   `NONDETERMINISTIC` are derived from the source registry (`resolver.testing._registry`): ``jobs()``
+   `NONDETERMINISTIC` are derived from the source registry (in a private module): ``jobs()``
    draws from every launcher there.
 3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
    exists (tests/testing/captured.py compares variable for variable), else against its

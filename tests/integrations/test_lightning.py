@@ -17,6 +17,7 @@ import pytest
 import probes
 import resolver
 from resolver import InvalidSettings, Topology
+from resolver.origin import Origin
 from tests.conftest import captures, read_capture
 from tests.integrations import require_module, run_python
 
@@ -190,9 +191,9 @@ def test_setters_evolve_a_new_record_and_leave_the_old_one_alone() -> None:
     assert new is not old
     assert (old.world_size, old.global_rank) == (1, 0)
     assert (new.world_size, new.global_rank) == (2, 1)
-    assert str(new.provenance["world_size"]) == "argument:lightning:set_world_size(2)"
-    assert str(new.provenance["global_rank"]) == "argument:lightning:set_global_rank(1)"
-    assert str(old.provenance["world_size"]) == "default:1"
+    assert new.provenance["world_size"] == Origin.argument("lightning:set_world_size(2)")
+    assert new.provenance["global_rank"] == Origin.argument("lightning:set_global_rank(1)")
+    assert old.provenance["world_size"].kind == "default"
 
 
 def test_a_rank_set_before_the_world_size_it_fits_in_waits_for_it() -> None:
@@ -244,7 +245,8 @@ def test_the_first_launch_makes_this_process_worker_0_of_spawn() -> None:
     expected = resolver.spawn(resolver.resolve({}, probes.fake(free_port=41000)), devices=2, num_nodes=1)[0]
     assert env.topology == expected
     assert (env.topology.local_world_size, env.topology.num_nodes) == (2, 1)
-    assert str(env.topology.provenance["world_size"]).startswith("argument:spawn:")
+    origin = env.topology.provenance["world_size"]
+    assert (origin.kind, origin.name.startswith("spawn:")) == ("argument", True)
     # a second launch (trainer.test() after trainer.fit()): the workers exist
     env.validate_settings(num_devices=2, num_nodes=1)
     assert env.creates_processes_externally is True
