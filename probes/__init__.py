@@ -23,7 +23,7 @@ __all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
 __distribution__ = "cluster-topology"
 
 
-_SUBMODULES = ("bounded", "exchange", "fakes", "live", "nonblocking", "tcp")  # reachable as attributes, imported on first use
+_SUBMODULES = ("bounded", "exchange", "fakes", "live", "nonblocking", "tcp")  # attributes, imported on first use
 
 
 def __getattr__(name: str) -> Any:

@@ -51,7 +51,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from resolver._detect import resolve
+from resolver._detect import require_probes, resolve
 from resolver.errors import InvalidSettings, InvalidVariable
 from resolver.integrations import missing
 from resolver.topology import Topology
@@ -143,6 +143,7 @@ def coordinator_port(
     store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=timeout))
     if topology.global_rank == 0:
         if probes is None:
+            require_probes()
             from probes import live
 
             chosen = live.free_port()
