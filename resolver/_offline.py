@@ -82,7 +82,8 @@ class _Offline:
     def read_text(self, path: str) -> str:
         if path not in self.files:
             raise _unanswered("read_text", f"pass --file {path} (or --file {path}=COPY) to read {path!r}")
-        from probes import live  # offline_probes called require_probes
+        require_probes()
+        from probes import live
 
         return live.read_text(self.files[path])
 
