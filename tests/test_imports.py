@@ -98,9 +98,9 @@ except SystemExit:
 
 def test_the_command_loads_what_its_format_needs() -> None:
     """What `--format env` does not ask, it does not load when loading it costs 2% or more of its start-up
-    (resolver/_exec.py: the TCP comm and the MPI source, for MPI ranks under exec; the check)."""
+    (resolver/_exec.py: the TCP comm and the MPI source, for MPI ranks under exec; the check and its logging)."""
     env_format = loaded_after(f"import os; os.environ.update({TORCHRUN!r})\n" + COMMAND.format("'--format', 'env'"))
-    assert not {"probes.tcp", "socket", "resolver.sources.mpi", "resolver._check"} & env_format
+    assert not {"probes.tcp", "socket", "resolver.sources.mpi", "resolver._check", "logging"} & env_format
     assert {"resolver._render", "resolver._exec"} <= env_format  # the command's own modules load at the top
 
 
