@@ -59,7 +59,8 @@ def _epilog() -> str:
     return f"""\
 commands:
 {commands}
-{FORMATS}warnings go to stderr in every format; --strict makes each one an error (exit 2).
+{FORMATS}
+warnings go to stderr in every format; --strict makes each one an error (exit 2).
 A topology spanning several nodes whose main address is loopback (127.0.0.0/8, ::1,
 localhost) is refused; --allow-loopback or {ALLOW_LOOPBACK}=1 allows it for nodes
 emulated on one host.

@@ -15,7 +15,7 @@ from resolver._devices import bind as bind_device
 from resolver._explain import Explanation
 from resolver._torchrun import render_torchrun
 from resolver.errors import InvalidSettings, TopologyError
-from resolver.topology import Topology
+from resolver.topology import SCHEMA, Topology
 
 __all__ = [
     "FORMATS",
@@ -104,10 +104,10 @@ def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
 RENDERERS: dict[str, Renderer] = {"text": _text, "json": _json, "env": _env, "torchrun": _torchrun}
 """`--format NAME`: the topology (and the `--explain` answer, when asked) as text for stdout; a
 renderer may raise a TopologyError (the record cannot be said in that format)."""
-FORMATS = """\
+FORMATS = f"""\
 formats:
   text  the one-line summary, then every field with where it came from
-  json  Topology.to_dict(): {"schema": 2, ...}; errors as {"error": {...}}
+  json  Topology.to_dict(): {{"schema": {SCHEMA}, ...}}; errors as {{"error": {{...}}}}
   env   `export KEY=value` lines, quoted so that eval reproduces every value:
           env="$(cluster-topology --format env)" || exit 2; eval "$env"
         (a plain eval "$(...)" ignores the status, and the script goes on with RANK unset)
@@ -115,7 +115,6 @@ formats:
         --nproc-per-node when known), for a process alone on its node (a platform's node agent,
         srun --ntasks-per-node=1): torchrun $(python -m resolver --format torchrun) train.py;
         --explain goes to stderr
-
 """
 """What `--help` says of each format."""
 
