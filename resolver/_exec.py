@@ -57,7 +57,7 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
     from probes import system  # after require_probes: a user's probes.py may shadow ours (resolver/_shadow.py)
 
     def comm() -> Any:
-        # only MPI ranks get here: probes.tcp (socket) would add 4.9% to `--format env` under callgrind, and a
+        # only MPI ranks get here: probes.tcp (socket) would add 5.8% to `--format env` under callgrind, and a
         # source module is imported only when needed, as the registry does (mpi: 1.8%)
         from probes.tcp import TcpComm
         from resolver.sources.mpi import launcher
