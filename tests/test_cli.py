@@ -546,3 +546,68 @@ def test_env_file_reads_proc_environ_and_its_own_env_format(tmp_path: Path) -> N
     quoted = tmp_path / "quoted"
     quoted.write_text("export A='it'\"'\"'s\nnext'\nB=plain value\n")
     assert parse_env_file(str(quoted)) == {"A": "it's\nnext", "B": "plain value"}
+
+
+# -- the command's shape ---------------------------------------------------------------------------------
+
+
+def test_the_env_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--explain` and the resolution read the same captured environment: one read, one parse."""
+    import resolver._offline
+    from resolver._envfile import parse_env_file as parse
+
+    reads: list[str] = []
+
+    def counted(path: str) -> dict[str, str]:
+        reads.append(path)
+        return parse(path)
+
+    monkeypatch.setattr(resolver._offline, "parse_env_file", counted)
+    assert main(["--explain", "--format", "json", "--env-file", str(CAPTURE), EMULATED], environ={}) == 0
+    assert reads == [str(CAPTURE)]
+    assert json.loads(capsys.readouterr().out)["explain"]["chosen"] == "torchelastic"
+
+
+def test_exec_sets_exactly_what_the_env_format_exports(tmp_path: Path) -> None:
+    """`exec` and `--format env` share one computation: the program's environment is the exported lines."""
+    options = ("--env-file", str(GPU_TASK), "--bind-device")
+    exported = run("--format", "env", *options)
+    assert exported.returncode == 0, exported.stderr
+    lines = tmp_path / "exported.env"
+    lines.write_text(exported.stdout)
+    from resolver.__main__ import parse_env_file
+
+    expected = parse_env_file(str(lines))
+    assert {"RANK", "MASTER_ADDR", "CUDA_VISIBLE_DEVICES", "CLUSTER_TOPOLOGY_SOURCE"} <= set(expected)
+    names = " ".join(expected)
+    dump = f'for name in {names}; do printf "%s=%s\\0" "$name" "$(printenv "$name")"; done'
+    child = run("exec", *options, "--", "bash", "-c", dump)
+    assert child.returncode == 0, child.stderr
+    received = dict(item.split("=", 1) for item in child.stdout.split("\0") if item)
+    assert received == expected
+
+
+def test_the_command_module_only_wires() -> None:
+    """`resolver/__main__.py` parses arguments and dispatches: inputs, probes and formats live elsewhere."""
+    import ast
+    import inspect
+
+    import resolver.__main__ as command
+
+    source = inspect.getsource(command)
+    assert len(source.splitlines()) <= 250
+    tree = ast.parse(source)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {"json", "shlex", "textwrap", "signal", "probes.tcp"} & imported  # resolver/_render.py, _exec.py
+
+
+def test_every_command_is_in_the_usage_and_the_help() -> None:
+    from resolver.__main__ import COMMANDS
+
+    out = run("--help").stdout
+    usage = out.split("\n\n")[0]
+    for name in COMMANDS:
+        assert f"python -m resolver {name} " in usage
+        assert f"\n  {name} " in out.split("commands:")[1]
+        assert run(name, "--help").stdout.startswith(f"usage: python -m resolver {name} ")

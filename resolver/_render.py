@@ -1,0 +1,135 @@
+"""The output formats of `cluster-topology --format NAME`, and the variables `exec` and `--format env` set."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Mapping
+
+from resolver._apply import environment
+from resolver._devices import bind as bind_device
+from resolver._explain import Explanation
+from resolver._torchrun import render_torchrun
+from resolver.errors import InvalidSettings, TopologyError
+from resolver.topology import SCHEMA, Topology
+
+__all__ = [
+    "FORMATS",
+    "RENDERERS",
+    "Renderer",
+    "exports",
+    "render",
+    "render_env",
+    "render_error",
+    "render_json",
+    "render_text",
+]
+
+Renderer = Callable[[Topology, Explanation | None], str]
+
+
+def exports(topology: Topology, *, bind: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables `exec` sets and `--format env` exports: `environment(topology)`, and given `bind`
+    (the environment resolved, for `--bind-device`) the visibility variables narrowed to this process's
+    device (`resolver._devices.bind`)."""
+    out = environment(topology)
+    if bind is not None:
+        out.update(bind_device(topology, bind))
+    return out
+
+
+def render_env(topology: Topology, *, bind: Mapping[str, str] | None = None) -> str:
+    """`exports(topology, bind=bind)` as `export` lines; `shlex.quote` makes any value survive `eval` unchanged."""
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in exports(topology, bind=bind).items())
+
+
+def render_text(topology: Topology) -> str:
+    """The one-line summary, then each known field, its value and where it came from."""
+    lines = [str(topology)]
+    for name, value in topology.to_dict().items():
+        if name in ("schema", "provenance", "warnings", "source") or value is None:
+            continue
+        lines.append(f"  {name:<29} {json.dumps(value):<22} {topology.provenance.get(name, '')}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render_json(topology: Topology) -> str:
+    """`Topology.to_dict()` as indented JSON."""
+    return json.dumps(topology.to_dict(), indent=2) + "\n"
+
+
+def render_error(error: TopologyError) -> str:
+    """`--format json`'s answer when resolving failed: `{"error": {...}}` on one line."""
+    return json.dumps({"error": error.to_dict()}) + "\n"
+
+
+def _wrapped(explanation: Explanation, prefix: str = "") -> str:
+    """The explanation, each line wrapped to the terminal's width (`COLUMNS` when set); into a pipe
+    or a file, one line per candidate, for grep."""
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return "".join(f"{prefix}{line}\n" for line in str(explanation).splitlines())
+    width = max(40, shutil.get_terminal_size((80, 24)).columns - 1) - len(prefix)
+    return "".join(
+        f"{prefix}{part}\n"
+        for line in str(explanation).splitlines()
+        for part in textwrap.wrap(line, width, subsequent_indent=" " * 16, break_on_hyphens=False) or [""]
+    )
+
+
+def _text(topology: Topology, explanation: Explanation | None) -> str:
+    return ("" if explanation is None else _wrapped(explanation) + "\n") + render_text(topology)
+
+
+def _json(topology: Topology, explanation: Explanation | None) -> str:
+    if explanation is None:
+        return render_json(topology)
+    return json.dumps({"explain": explanation.to_dict(), "topology": topology.to_dict()}, indent=2) + "\n"
+
+
+def _env(topology: Topology, explanation: Explanation | None, bind: Mapping[str, str] | None = None) -> str:
+    return ("" if explanation is None else _wrapped(explanation, "# ")) + render_env(topology, bind=bind)
+
+
+def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
+    arguments = render_torchrun(topology)
+    if explanation is not None:  # stdout holds only the arguments
+        sys.stderr.write(_wrapped(explanation))
+    return arguments
+
+
+RENDERERS: dict[str, Renderer] = {"text": _text, "json": _json, "env": _env, "torchrun": _torchrun}
+"""`--format NAME`: the topology (and the `--explain` answer, when asked) as text for stdout; a
+renderer may raise a TopologyError (the record cannot be said in that format)."""
+FORMATS = f"""\
+formats:
+  text  the one-line summary, then every field with where it came from
+  json  Topology.to_dict(): {{"schema": {SCHEMA}, ...}}; errors as {{"error": {{...}}}}
+  env   `export KEY=value` lines, quoted so that eval reproduces every value:
+          env="$(cluster-topology --format env)" || exit 2; eval "$env"
+        (a plain eval "$(...)" ignores the status, and the script goes on with RANK unset)
+  torchrun  the node arguments for torchrun (--nnodes --node-rank --master-addr --master-port,
+        --nproc-per-node when known), for a process alone on its node (a platform's node agent,
+        srun --ntasks-per-node=1): torchrun $(python -m resolver --format torchrun) train.py;
+        --explain goes to stderr
+"""
+"""What `--help` says of each format."""
+
+
+def render(
+    name: str, topology: Topology, explanation: Explanation | None = None, *, bind: Mapping[str, str] | None = None
+) -> str:
+    """`--format NAME` of `topology`; `bind` (the environment resolved, `--bind-device`) goes with `env` only."""
+    if bind is None:
+        return RENDERERS[name](topology, explanation)
+    if name != "env":
+        raise InvalidSettings(
+            f"--bind-device changes the environment: it goes with exec or --format env, not {name}",
+            variable="--bind-device",
+            value=name,
+            expected="--format env",
+        )
+    return _env(topology, explanation, bind)
