@@ -61,10 +61,14 @@ CORE = {  # what every resolve loads: the facade, the engine, the kit, the recor
     "resolver",
     "resolver._detect",
     "resolver._devices",
+    "resolver._version",
     "resolver.environ",
     "resolver.errors",
+    "resolver.origin",
     "resolver.sources",
+    "resolver.sources._kit",
     "resolver.sources._registry",
+    "resolver.sources._rules",
     "resolver.topology",
 }
 
