@@ -31,6 +31,7 @@ __all__ = [
     "RANK_VARIABLES",
     "first_host_here",
     "host_file",
+    "job_endpoint",
     "job_port",
     "launched_inside",
     "one_process",
@@ -115,6 +116,15 @@ def first_host_here(
     if not same_host(this_host(probes), first):
         return None
     return first, Origin.formula(f"first host of {variable} ({environ[variable]}), this host", variables=(variable,))
+
+
+def job_endpoint(port: tuple[int, Origin], host: tuple[str, Origin] | None) -> JobFacts:
+    """What a scheduler gives the MPI ranks inside its job (a registry `endpoint`): the job's port, and
+    the address when it knows it (`first_host_here`, on one node)."""
+    found: JobFacts = {"main_port": port}
+    if host is not None:
+        found["main_address"] = host
+    return found
 
 
 def one_process(

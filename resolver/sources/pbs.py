@@ -69,6 +69,7 @@ from resolver.sources import (
     JobFacts,
     first_host_here,
     host_file,
+    job_endpoint,
     job_port,
     launched_inside,
     one_process,
@@ -211,11 +212,7 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
     """
     if not in_job(environ):
         return {}
-    found: JobFacts = {"main_port": default_port(environ)}
-    host = main_host(environ, probes) if one_node else None
-    if host is not None:
-        found["main_address"] = host
-    return found
+    return job_endpoint(default_port(environ), main_host(environ, probes) if one_node else None)
 
 
 def _slots_here(environ: Mapping[str, str], probes: Probes) -> tuple[int, Origin] | None:
