@@ -51,6 +51,8 @@ def top_level(path: Path) -> tuple[set[str], set[str]]:
             defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             defined.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and [alias.name for alias in node.names] == ["*"]:
+            imported.update(importlib.import_module(node.module or "").__all__)  # what a star import brings
         elif isinstance(node, ast.ImportFrom):
             imported.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
