@@ -439,53 +439,24 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
             local.setdefault(_top(m).local_rank, []).append(m)
         for value, claimants in sorted(local.items()):
             if len(claimants) > 1:
-                words, variable = _origin(claimants, "local_rank")
+                who = _who(claimants).split(" on ")[0]
                 problems.append(
-                    Problem(
-                        kind="local_rank",
-                        ranks=tuple(sorted(c.rank for c in claimants if c.rank is not None)),
-                        hosts=(host,),
-                        variable=variable,
-                        message=f"local rank {value} on {host} is claimed by {_who(claimants).split(' on ')[0]} "
-                        f"(from {words})",
-                    )
+                    _problem("local_rank", claimants, "local_rank", f"local rank {value} on {host} is claimed by {who}")
                 )
         if complete and sorted(local) != list(range(len(local))) and all(len(c) == 1 for c in local.values()):
-            words, variable = _origin(here, "local_rank")
+            expected = f": expected 0..{len(here) - 1}"
             problems.append(
-                Problem(
-                    kind="local_rank",
-                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
-                    hosts=(host,),
-                    variable=variable,
-                    message=f"{host} runs local ranks {spans(local)} (from {words}): expected 0..{len(here) - 1}",
-                )
+                _problem("local_rank", here, "local_rank", f"{host} runs local ranks {spans(local)}", expected)
             )
         sizes = {s for s in (_top(m).local_world_size for m in here) if s is not None}
         if complete and sizes and sizes != {len(here)}:
-            words, variable = _origin(here, "local_world_size")
-            problems.append(
-                Problem(
-                    kind="local_rank",
-                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
-                    hosts=(host,),
-                    variable=variable,
-                    message=f"{_who(here)} say local_world_size={','.join(map(str, sorted(sizes)))} (from {words}), "
-                    f"but {len(here)} process{'es' if len(here) > 1 else ''} run there",
-                )
-            )
+            said = f"{_who(here)} say local_world_size={','.join(map(str, sorted(sizes)))}"
+            there = f", but {len(here)} process{'es' if len(here) > 1 else ''} run there"
+            problems.append(_problem("local_rank", here, "local_world_size", said, there))
         node_ranks = sorted({_top(m).node_rank for m in here})
         if len(node_ranks) > 1:
-            words, variable = _origin(here, "node_rank")
-            problems.append(
-                Problem(
-                    kind="node_rank",
-                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
-                    hosts=(host,),
-                    variable=variable,
-                    message=f"{host} holds node ranks {spans(node_ranks)} (from {words}): one host, one node rank",
-                )
-            )
+            said = f"{host} holds node ranks {spans(node_ranks)}"
+            problems.append(_problem("node_rank", here, "node_rank", said, ": one host, one node rank"))
         devices: dict[str, list[Member]] = {}
         for m in here:
             device = _device(_top(m))
@@ -495,33 +466,16 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
         seen = {d for m in here for d in (_top(m).visible_devices or ())}
         for device, users in sorted(devices.items()):
             if len(users) > 1 and len(seen) >= len(here):
-                words, variable = _origin(users, "visible_devices")
-                problems.append(
-                    Problem(
-                        kind="device",
-                        ranks=tuple(sorted(u.rank for u in users if u.rank is not None)),
-                        hosts=(host,),
-                        variable=variable,
-                        message=f"{_who(users)} are all bound to device {device} (from {words})",
-                    )
-                )
+                said = f"{_who(users)} are all bound to device {device}"
+                problems.append(_problem("device", users, "visible_devices", said))
     by_node: dict[int, set[str]] = {}
     for m in resolved:
         by_node.setdefault(_top(m).node_rank, set()).add(m.host)
     for node, hosts in sorted(by_node.items()):
         if len(hosts) > 1:
             here = [m for m in resolved if _top(m).node_rank == node]
-            words, variable = _origin(here, "node_rank")
-            problems.append(
-                Problem(
-                    kind="node_rank",
-                    ranks=tuple(sorted(m.rank for m in here if m.rank is not None)),
-                    hosts=tuple(sorted(hosts)),
-                    variable=variable,
-                    message=f"node rank {node} is on {len(hosts)} hosts, {_hosts(here)} (from {words}): "
-                    "one node rank, one host",
-                )
-            )
+            said = f"node rank {node} is on {len(hosts)} hosts, {_hosts(here)}"
+            problems.append(_problem("node_rank", here, "node_rank", said, ": one node rank, one host"))
     nodes = {n for n in (_top(m).num_nodes for m in resolved) if n is not None}
     if complete and len(nodes) == 1 and sorted(by_node) != list(range(next(iter(nodes)))):
         words, variable = _origin(resolved, "node_rank")
@@ -534,6 +488,19 @@ def _placement(resolved: Sequence[Member], *, complete: bool) -> list[Problem]:
             )
         )
     return problems
+
+
+def _problem(kind: str, members: Sequence[Member], field: str, said: str, then: str = "") -> Problem:
+    """A placement problem of `members` (their ranks and hosts): what they `said` of `field`, where that
+    came from (the commonest origin among them, whose variable is the one to fix), then the rest."""
+    words, variable = _origin(members, field)
+    return Problem(
+        kind=kind,
+        ranks=tuple(sorted(m.rank for m in members if m.rank is not None)),
+        hosts=tuple(sorted({m.host for m in members})),
+        variable=variable,
+        message=f"{said} (from {words}){then}",
+    )
 
 
 def _top(m: Member) -> Topology:
