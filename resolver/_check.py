@@ -369,29 +369,19 @@ def verdict(
             claims.setdefault(m.rank, []).append(m)
     missing = tuple(r for r in range(n) if r not in claims)
     for rank, claimants in sorted(claims.items()):
-        _, variable = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
+        words, variable = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
         if rank >= n:
-            problems.append(
-                Problem(
-                    kind="ranks",
-                    ranks=(rank,),
-                    hosts=tuple(sorted({c.host for c in claimants})),
-                    variable=variable,
-                    message=f"{_who(claimants)} claims rank {rank}, outside 0..{n - 1} of a world of {n}",
-                )
-            )
+            kind, message = "ranks", f"{_who(claimants)} claims rank {rank}, outside 0..{n - 1} of a world of {n}"
         elif len(claimants) > 1:
-            words, _ = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
-            problems.append(
-                Problem(
-                    kind="duplicate",
-                    ranks=(rank,),
-                    hosts=tuple(sorted({c.host for c in claimants})),
-                    variable=variable,
-                    message=f"rank {rank} is claimed by {len(claimants)} processes, on "
-                    f"{', '.join(sorted(c.host for c in claimants))} (from {words})",
-                )
+            kind = "duplicate"
+            message = (
+                f"rank {rank} is claimed by {len(claimants)} processes, on "
+                f"{', '.join(sorted(c.host for c in claimants))} (from {words})"
             )
+        else:
+            continue
+        claimed_on = tuple(sorted({c.host for c in claimants}))
+        problems.append(Problem(kind=kind, ranks=(rank,), hosts=claimed_on, variable=variable, message=message))
     if missing:
         problems.append(
             Problem(
