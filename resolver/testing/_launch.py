@@ -21,7 +21,7 @@ import attrs
 from resolver.testing.world import Job, Process
 
 if TYPE_CHECKING:
-    from hypothesis.strategies import SearchStrategy
+    from hypothesis.strategies import DrawFn, SearchStrategy
 
 P = ParamSpec("P")
 L = TypeVar("L")
@@ -213,6 +213,22 @@ def mpi_master() -> SearchStrategy[dict[str, str]]:
         st.just({}),
         st.builds(lambda port: {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(port)}, st.integers(1024, 65535)),
     )
+
+
+def jobs_on_hosts(
+    most_hosts: int, launch: Callable[[DrawFn, int], Launch], *, master: bool = False
+) -> SearchStrategy[Job]:
+    """A launcher's ``_jobs`` strategy: the jobs of the launches ``launch(draw, count)`` describes on
+    `count` hosts, 1 to ``min(3, most_hosts)``; with `master`, an MPI launch's, MASTER_ADDR/MASTER_PORT
+    exported to every rank or not (`mpi_master`)."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def build(draw: DrawFn) -> Job:
+        job = launch(draw, draw(st.integers(1, min(3, most_hosts)))).job()
+        return with_master(job, draw(mpi_master())) if master else job
+
+    return build()
 
 
 def with_master(job: Job, master: Mapping[str, str]) -> Job:

@@ -109,17 +109,14 @@ deepspeed_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        count = draw(st.integers(1, min(3, most)))
+    def launch(draw: st.DrawFn, count: int) -> DeepSpeedLaunch:
         hosts: Sequence[str] = ("localhost",) if count == 1 else draw(host_names(count))
         slots = tuple(draw(st.lists(st.integers(1, max(1, most // count)), min_size=count, max_size=count)))
-        launch = DeepSpeedLaunch(hosts=hosts, num_gpus=slots, master_port=draw(st.integers(1024, 65535)))
-        return launch.job()
+        return DeepSpeedLaunch(hosts=hosts, num_gpus=slots, master_port=draw(st.integers(1024, 65535)))
 
-    return build()
+    return jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(name="deepspeed", nondeterministic={}, jobs=_jobs)

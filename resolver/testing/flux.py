@@ -130,21 +130,18 @@ flux_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        count = draw(st.integers(1, min(3, most)))
+    def launch(draw: st.DrawFn, count: int) -> FluxLaunch:
         taskmap: Literal["block", "cyclic"] = draw(st.sampled_from(["block", "cyclic"]))
-        launch = FluxLaunch(
+        return FluxLaunch(
             n=draw(st.integers(count, most)),
             hosts=draw(host_names(count)),
             taskmap=taskmap,
             job_id=draw(st.integers(0, (1 << 64) - 1)),
         )
-        return launch.job()
 
-    return build()
+    return jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(

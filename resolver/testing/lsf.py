@@ -119,22 +119,19 @@ lsf_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        count = draw(st.integers(1, min(3, most)))
+    def launch(draw: st.DrawFn, count: int) -> LsfLaunch:
         per_host = draw(st.integers(1, max(1, min(4, most // count))))
-        launch = LsfLaunch(
+        return LsfLaunch(
             hosts=draw(host_names(count, prefix="a01n")),
             tasks_per_host=per_host,
             slots_per_host=draw(st.integers(per_host, per_host + 2)),
             job_id=draw(st.integers(1, 10**7)),
             job_index=draw(st.sampled_from([0, 0, 1]) | st.integers(0, 10**5)),
         )
-        return launch.job()
 
-    return build()
+    return jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(name="lsf", nondeterministic={}, jobs=_jobs)

@@ -109,17 +109,14 @@ mpich_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names, mpi_master, with_master
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        count = draw(st.integers(1, min(3, most // 2)))
+    def launch(draw: st.DrawFn, count: int) -> MpichLaunch:
         hosts = draw(host_names(count))
         counts = tuple(draw(st.lists(st.integers(1, 3), min_size=count, max_size=count)))
-        launch = MpichLaunch(n=draw(st.integers(2, most)), hosts=hosts, counts=counts)
-        return with_master(launch.job(), draw(mpi_master()))
+        return MpichLaunch(n=draw(st.integers(2, most)), hosts=hosts, counts=counts)
 
-    return build()
+    return jobs_on_hosts(most // 2, launch, master=True)
 
 
 LAUNCHER = Launcher(name="mpich", nondeterministic={"PMI_FD": r"[0-9]+"}, jobs=_jobs)

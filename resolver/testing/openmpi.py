@@ -225,17 +225,14 @@ openmpi_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names, mpi_master, with_master
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        count = draw(st.integers(1, min(3, most // 2)))
+    def launch(draw: st.DrawFn, count: int) -> OpenMpiLaunch:
         slots = draw(st.integers(1, 4))
         np = draw(st.integers(2, min(most, count * slots * 2)))  # one rank is not MPI (as in Lightning)
-        launch = OpenMpiLaunch(np=np, hosts=draw(host_names(count)), slots=slots, oversubscribe=np > count * slots)
-        return with_master(launch.job(), draw(mpi_master()))
+        return OpenMpiLaunch(np=np, hosts=draw(host_names(count)), slots=slots, oversubscribe=np > count * slots)
 
-    return build()
+    return jobs_on_hosts(most // 2, launch, master=True)
 
 
 LAUNCHER = Launcher(

@@ -138,14 +138,12 @@ torchrun_env = env_builder(
 def _jobs(most: int) -> SearchStrategy[Job]:
     from hypothesis import strategies as st
 
-    from resolver.testing._launch import host_names
+    from resolver.testing._launch import host_names, jobs_on_hosts
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Job:
-        nnodes = draw(st.integers(1, min(3, most)))
+    def launch(draw: st.DrawFn, nnodes: int) -> TorchrunLaunch:
         rdzv: Literal["c10d", "static"] = draw(st.sampled_from(["c10d", "static"]))
         hosts = draw(host_names(nnodes))
-        launch = TorchrunLaunch(
+        return TorchrunLaunch(
             nnodes=nnodes,
             nproc_per_node=draw(st.integers(1, max(1, min(4, most // nnodes)))),
             rdzv=rdzv,
@@ -156,9 +154,8 @@ def _jobs(most: int) -> SearchStrategy[Job]:
             restart_count=draw(st.integers(0, 3)),
             max_restarts=3,
         )
-        return launch.job()
 
-    return build()
+    return jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(
