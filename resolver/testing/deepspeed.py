@@ -55,7 +55,7 @@ class DeepSpeedLaunch(Launch):
     master_port: int = attrs.field(default=_DEFAULT_PORT, validator=positive)
 
     def slots(self) -> list[int]:
-        slots = capacities(self.num_gpus if isinstance(self.num_gpus, int) else list(self.num_gpus), len(self.hosts))
+        slots = capacities(self.num_gpus, len(self.hosts))
         if min(slots) < 1:
             raise ValueError(f"num_gpus={self.num_gpus!r}: at least one slot per host")
         return slots

@@ -56,7 +56,7 @@ class MpichLaunch(Launch):
 
     def placement(self) -> tuple[int, ...]:
         """The host index of each rank."""
-        counts = capacities(self.counts if isinstance(self.counts, int) else list(self.counts), len(self.hosts))
+        counts = capacities(self.counts, len(self.hosts))
         if min(counts) < 1:
             raise ValueError(f"counts={self.counts!r}: each host takes at least one rank per turn")
         out: list[int] = []

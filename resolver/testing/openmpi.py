@@ -110,7 +110,7 @@ class OpenMpiLaunch(Launch):
 
     @property
     def host_slots(self) -> tuple[int, ...]:
-        return tuple(capacities(self.slots if isinstance(self.slots, int) else list(self.slots), len(self.hosts)))
+        return tuple(capacities(self.slots, len(self.hosts)))
 
     def placement(self) -> tuple[int, ...]:
         return _map_by_slot(self.np, self.host_slots)

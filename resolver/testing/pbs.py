@@ -65,7 +65,7 @@ class PbsLaunch(Launch):
         self.slots()
 
     def slots(self) -> list[int]:
-        slots = capacities(self.ncpus if isinstance(self.ncpus, int) else list(self.ncpus), len(self.hosts))
+        slots = capacities(self.ncpus, len(self.hosts))
         if min(slots) < 1:
             raise ValueError(f"ncpus={self.ncpus!r}: at least one vnode per host")
         return slots
