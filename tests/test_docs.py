@@ -255,8 +255,7 @@ def test_the_reference_documents_every_topology_field_and_the_json_round_trip() 
 
     page = (DOCS / "reference" / "topology.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \|", page, re.M)
-    # hostnames is documented with is_main and is_local_main, by their author (issue 27 point 10)
-    assert rows == [field.name for field in attrs.fields(Topology) if field.name not in {"hostnames"}]
+    assert rows == [field.name for field in attrs.fields(Topology)]
     for method in ("to_json", "from_json", "to_dict", "from_dict"):
         assert f"`{method}(" in page or f"`Topology.{method}(" in page, method
         assert getattr(Topology, method).__doc__, method  # autodoc shows only what has a docstring

@@ -186,10 +186,13 @@ def agent(
     per_node: Fact[int] | None = None,
     main: Fact[int] | None = None,
     default_port: Fact[int] = TORCHRUN_PORT,
+    hosts: Fact[tuple[str, ...]] | None = None,
 ) -> Topology:
     """The node agent's record (see the module docstring); `b` already holds the platform's job facts.
 
-    The port: `port` (the platform's own), else ``MASTER_PORT``, else `default_port`.
+    The port: `port` (the platform's own), else ``MASTER_PORT``, else `default_port`. `hosts`: the
+    nodes' addresses in node-index order (`hostnames`), where the platform lists them; with a main
+    node other than node 0 the two trade places there too.
     """
     _within(b.environ, node, nodes, "a node index")
     index, origin = node
@@ -212,6 +215,13 @@ def agent(
     b.rule("local_world_size", 1, "one agent per node")
     if per_node is not None:
         b.set("nproc_per_node", *per_node)
+    if hosts is not None:
+        listed, listed_origin = hosts
+        if main is not None and main[0] != 0 and main[0] < len(listed):
+            swapped = list(listed)
+            swapped[0], swapped[main[0]] = listed[main[0]], listed[0]
+            listed = tuple(swapped)
+        b.set("hostnames", listed, listed_origin)
     value, origin = address
     if origin.kind != "probe":  # a probe's bad answer is a ProbeFailed, from the record's check
         value = env.check_address(_variable(origin), value)

@@ -53,10 +53,12 @@ class Dstack:
         b.facts(job_facts(environ))
         nodes = read(environ, "DSTACK_NODES_NUM", minimum=1)
         address: Fact[str]
+        hosts: Fact[tuple[str, ...]] | None = None
         if "DSTACK_NODES_IPS" in environ:
             ips = address_list(environ, "DSTACK_NODES_IPS")
             nodes = node_count(environ, "DSTACK_NODES_NUM", ips, "DSTACK_NODES_IPS")
             address = ips[0], Origin.formula("first line of DSTACK_NODES_IPS", variables=("DSTACK_NODES_IPS",))
+            hosts = tuple(ips), Origin.env("DSTACK_NODES_IPS")  # sorted by node rank (dstack's docs)
         if "DSTACK_MASTER_NODE_IP" in environ or "DSTACK_NODES_IPS" not in environ:
             address = read_address(environ, "DSTACK_MASTER_NODE_IP", source=NAME)
         return agent(
@@ -65,4 +67,5 @@ class Dstack:
             nodes=nodes,
             address=address,
             per_node=per_node(environ, "DSTACK_GPUS_PER_NODE"),
+            hosts=hosts,
         )

@@ -59,4 +59,5 @@ class SkyPilot:
             nodes=node_count(environ, "SKYPILOT_NUM_NODES", ips, "SKYPILOT_NODE_IPS"),
             address=(ips[0], head),
             per_node=per_node(environ, "SKYPILOT_NUM_GPUS_PER_NODE"),
+            hosts=(tuple(ips), Origin.env("SKYPILOT_NODE_IPS")),  # one line per node, in node-rank order
         )

@@ -62,3 +62,11 @@ def test_no_address_at_all() -> None:
     environ = {k: v for k, v in node(1).items() if k not in ("DSTACK_MASTER_NODE_IP", "DSTACK_NODES_IPS")}
     with pytest.raises(MissingVariable, match="DSTACK_MASTER_NODE_IP"):
         resolver.resolve(environ, probes.fake())
+
+
+def test_hostnames_are_the_node_ips_in_node_rank_order() -> None:
+    from resolver.testing import dstack_job
+
+    for t in dstack_job(nodes=3).resolve():
+        assert t.hostnames is not None and len(t.hostnames) == 3
+        assert t.hostnames[0] == t.main_address and str(t.provenance["hostnames"]) == "env:DSTACK_NODES_IPS"

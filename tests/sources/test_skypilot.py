@@ -74,3 +74,11 @@ def test_a_missing_rank_is_not_skypilot() -> None:
     assert resolver.resolve(environ, probes.fake(free_port=1, which={})).source == "lightning"
     with pytest.raises(MissingVariable, match="SKYPILOT_NODE_RANK"):
         resolver.resolve(environ, probes.fake(), source="skypilot")
+
+
+def test_hostnames_are_the_node_ips_in_node_rank_order() -> None:
+    from resolver.testing import skypilot_job
+
+    for t in skypilot_job(num_nodes=3).resolve():
+        assert t.hostnames is not None and len(t.hostnames) == 3
+        assert t.hostnames[0] == t.main_address and str(t.provenance["hostnames"]) == "env:SKYPILOT_NODE_IPS"
