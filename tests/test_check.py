@@ -312,3 +312,99 @@ def _threads(count: int, work: Callable[[int], None]) -> None:
         t.start()
     for t in threads:
         t.join(60)
+
+
+def placed(job: Job, index: int, **changes: Any) -> list[Member]:
+    """The job's records with process `index`'s topology changed by `changes`."""
+    found = members(job, job.resolve())
+    t = found[index].topology
+    assert t is not None
+    found[index] = attrs.evolve(found[index], topology=attrs.evolve(t, **changes))
+    return found
+
+
+def said(found: Sequence[Member]) -> list[tuple[str, tuple[int, ...], tuple[str, ...], str | None, str]]:
+    return [(p.kind, p.ranks, p.hosts, p.variable, p.message) for p in verdict(found).problems]
+
+
+def test_each_placement_problem_names_its_ranks_hosts_variable_and_origin() -> None:
+    """Every placement message in full: what the processes said, where it came from, what was expected."""
+    job = slurm_job(nodes=("ci1", "ci2"), ntasks=4)
+    assert said(placed(job, 1, local_rank=0)) == [
+        (
+            "local_rank",
+            (0, 1),
+            ("ci1",),
+            "SLURM_LOCALID",
+            "local rank 0 on ci1 is claimed by ranks 0-1 (from env:SLURM_LOCALID)",
+        )
+    ]
+    tasks = "formula:entry 1 (SLURM_NODEID) of SLURM_STEP_TASKS_PER_NODE"
+    assert said(placed(job, 3, node_rank=0, local_rank=2, local_world_size=3)) == [
+        (
+            "local_rank",
+            (3,),
+            ("ci2",),
+            "SLURM_LOCALID",
+            "ci2 runs local ranks 2 (from env:SLURM_LOCALID): expected 0..0",
+        ),
+        (
+            "local_rank",
+            (3,),
+            ("ci2",),
+            "SLURM_STEP_TASKS_PER_NODE",
+            f"rank 3 on ci2 say local_world_size=3 (from {tasks}), but 1 process run there",
+        ),
+        (
+            "node_rank",
+            (0, 1, 2, 3),
+            ("ci1", "ci2"),
+            "SLURM_NODEID",
+            "node rank 0 is on 2 hosts, ci1 and ci2 (from env:SLURM_NODEID): one node rank, one host",
+        ),
+        ("node_rank", (), ("ci1", "ci2"), "SLURM_NODEID", "node ranks 0 (from env:SLURM_NODEID) for num_nodes=2"),
+    ]
+    assert said(placed(job, 1, node_rank=1)) == [
+        (
+            "node_rank",
+            (0, 1, 2),
+            ("ci1",),
+            "SLURM_NODEID",
+            "ci1 holds node ranks 0-1 (from env:SLURM_NODEID): one host, one node rank",
+        ),
+        (
+            "node_rank",
+            (1, 3),
+            ("ci1", "ci2"),
+            "SLURM_NODEID",
+            "node rank 1 is on 2 hosts, ci1 and ci2 (from env:SLURM_NODEID): one node rank, one host",
+        ),
+    ]
+    gpus = torchrun_job(nproc_per_node=2, visible_devices=("0", "1"))
+    assert said(placed(gpus, 1, local_device=0)) == [
+        (
+            "device",
+            (0, 1),
+            ("node1",),
+            "CUDA_VISIBLE_DEVICES",
+            "ranks 0-1 on node1 are all bound to device 0 (from env:CUDA_VISIBLE_DEVICES)",
+        )
+    ]
+
+
+def test_a_rank_claimed_twice_or_outside_the_world_names_its_hosts_and_variable() -> None:
+    job = slurm_job(nodes=("ci1", "ci2"), ntasks=4)
+    found = members(job, job.resolve())
+    found[2] = attrs.evolve(found[2], rank=1)
+    found[3] = attrs.evolve(found[3], rank=7)
+    assert said(found) == [
+        (
+            "duplicate",
+            (1,),
+            ("ci1",),
+            "SLURM_PROCID",
+            "rank 1 is claimed by 2 processes, on ci1, ci1 (from env:SLURM_PROCID)",
+        ),
+        ("ranks", (7,), ("ci2",), "SLURM_PROCID", "rank 7 on ci2 claims rank 7, outside 0..3 of a world of 4"),
+        ("missing", (2, 3), (), None, "ranks 2-3 of 4 never joined the check: no process claims it"),
+    ]
