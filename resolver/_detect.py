@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from resolver import _devices
 from resolver import environ as env
 from resolver.errors import InvalidSettings, InvalidVariable, StrictWarnings, TopologyError
 from resolver.sources import Detection, JobFacts, Source
@@ -192,8 +193,6 @@ def resolve(
         changes["warnings"] = (*notes, *topology.warnings)
     if changes:
         topology = attrs.evolve(topology, **changes)
-    from resolver import _devices  # the device rule holds for every source, built in or not
-
     topology = _devices.assign(environ, topology, probes)
     return enforce(topology, environ, strict=strict, allow_loopback=allow_loopback)
 

@@ -6,6 +6,7 @@ accept signs, spaces, underscores and non-ASCII digits ("٣"), none of which a l
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 
@@ -139,8 +140,6 @@ def port(environ: Environ, name: str, *, source: str | None = None) -> int:
 
 
 def _ipv6(text: str) -> bool:
-    import ipaddress  # lazily: only an IPv6 address pays for the module
-
     address, sep, zone = text.partition("%")
     try:
         parsed = ipaddress.IPv6Address(address)
@@ -185,8 +184,6 @@ def is_loopback(address: str) -> bool:
             return False
         octets = address.split(".")
         return int(octets[0]) == 127 or all(int(octet) == 0 for octet in octets)
-    import ipaddress  # lazily: only an IPv6 address pays for the module
-
     try:
         parsed = ipaddress.ip_address(address.partition("%")[0])
     except ValueError:

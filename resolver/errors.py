@@ -16,6 +16,7 @@ TopologyError
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -52,8 +53,6 @@ def count(number: int) -> str:
     which `str()` refuses past 4300 digits) are written as a power of ten."""
     if number.bit_length() <= 200:
         return str(number)
-    import math
-
     return f"about 10**{int(number.bit_length() * math.log10(2))}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -278,15 +279,11 @@ class Topology:
 
     def to_json(self, **kw: Any) -> str:
         """`to_dict()` as JSON text; keywords go to `json.dumps` (`indent=2`, `sort_keys=True`)."""
-        import json  # lazily: a resolve that is never serialized should not pay for json
-
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
     def from_json(cls, text: str) -> Topology:
         """Rebuild a record from `to_json()` text; text that is not JSON, or a wrong record, is a TopologyError."""
-        import json
-
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -346,8 +343,7 @@ def _from_dict(data: Mapping[str, Any]) -> Topology:
 
 def topology_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of `Topology.to_dict()` output, shipped as resolver/topology.schema.json."""
-    import json
-    from importlib import resources
+    from importlib import resources  # only the schema's reader needs the package-data machinery
 
     text = resources.files("resolver").joinpath("topology.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
