@@ -47,3 +47,26 @@ def test_jobs_mix_launchers() -> None:
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         make()
+
+
+def test_a_launchers_jobs_span_one_to_three_hosts_and_mpi_ones_an_optional_master() -> None:
+    from resolver.testing._launch import jobs_on_hosts
+    from resolver.testing.flux import FluxLaunch
+
+    def launch(draw: st.DrawFn, count: int) -> FluxLaunch:
+        return FluxLaunch(n=count, hosts=tuple(f"h{i}" for i in range(count)))
+
+    seen: dict[str, set[object]] = {"few": set(), "many": set(), "master": set()}
+
+    @settings(max_examples=80, deadline=None)
+    @given(jobs_on_hosts(2, launch), jobs_on_hosts(10, launch, master=True))
+    def collect(few: rt.Job, many: rt.Job) -> None:
+        seen["few"].add(len(few.processes))
+        seen["many"].add(len(many.processes))
+        masters = {(p.environ.get("MASTER_ADDR"), p.environ.get("MASTER_PORT")) for p in many}
+        assert len(masters) == 1, masters  # every rank has the same, or none has it
+        seen["master"].add(masters.pop() != (None, None))
+        assert all("MASTER_ADDR" not in p.environ for p in few)
+
+    collect()
+    assert seen == {"few": {1, 2}, "many": {1, 2, 3}, "master": {True, False}}, seen
