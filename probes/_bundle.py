@@ -11,6 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from resolver.errors import ProbeFailed
+
 __all__ = ["Comm", "Probes", "XlaRuntime"]
 
 
@@ -36,8 +38,6 @@ class XlaRuntime(Protocol):
 
 def _no_device_count() -> int:
     """The default of a bundle built without a device probe: it cannot answer (the device fields stay None)."""
-    from resolver.errors import ProbeFailed
-
     raise ProbeFailed("device_count", "this Probes bundle was built without a device_count probe")
 
 

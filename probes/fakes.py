@@ -6,6 +6,8 @@ contributions to a collective are given up front, so no threads or MPI are neede
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -51,16 +53,11 @@ class FakeComm:
         """Where the ranks of one connected world meet, one collective at a time."""
 
         def __init__(self, size: int, timeout: float) -> None:
-            import threading
-
             self.timeout = timeout
             self.barrier = threading.Barrier(size, timeout=timeout)
             self.slots: list[tuple[str, Any]] = [("", None)] * size
 
         def exchange(self, rank: int, collective: str, obj: Any) -> list[Any]:
-            import contextlib
-            import threading
-
             self.slots[rank] = (collective, obj)
             self._wait(collective)
             seen = list(self.slots)
@@ -79,8 +76,6 @@ class FakeComm:
             self.barrier.abort()
 
         def _wait(self, collective: str) -> None:
-            import threading
-
             try:
                 self.barrier.wait()
             except threading.BrokenBarrierError:
