@@ -29,7 +29,8 @@ One module per launcher, named by the source registry (a private module of `reso
 1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` subclass of
    `_launch.Launch` whose fields are the launcher's options (defaults written once there), with its
    ``launcher`` name, ``process(index)`` giving one `Process` and ``processes()`` all of them; a
-   subclass adding the process index (``node: int = 0``) whose ``one()`` is that process; the two
+   subclass adding the process index (``node: int = 0``) whose ``one()`` is that process (mixing in
+   `_launch.ByNode` or `ByRank` gives that ``one()``); the two
    builders from ``_launch.job_builder``/``env_builder`` (typed by the classes' fields); a ``_jobs(most)``
    Hypothesis strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
 2. here: its builders in the imports and in `__all__`; in docs/testing.md, its row of the builders'

@@ -3,10 +3,10 @@ field converters and validators, and stable "random" values.
 
 A launch class is an ``@attrs.frozen(kw_only=True)`` subclass of `Launch` whose fields are the
 launcher's options with their defaults, written once; a subclass of it adds the index of one process
-(``node: int = 0``) and says which process that is (``one()``). ``job_builder(AzureMlLaunch, ...)``
-and ``env_builder(AzureMlNode, ...)`` give ``azureml_job`` and ``azureml_env``, functions with exactly
-the classes' keywords (mypy checks every call: ``slurm_env(node=...)`` is an error), so a builder
-never repeats a field or a default.
+(``node: int = 0``) and says which process that is (``one()``; `ByNode` and `ByRank` say it for a
+``node`` or a ``rank``). ``job_builder(AzureMlLaunch, ...)`` and ``env_builder(AzureMlNode, ...)``
+give ``azureml_job`` and ``azureml_env``, functions with exactly the classes' keywords (mypy checks
+every call: ``slurm_env(node=...)`` is an error), so a builder never repeats a field or a default.
 """
 
 from __future__ import annotations
@@ -60,6 +60,38 @@ class OneProcess(Protocol):
     """A launch class that adds a process's index: ``one()`` is that process."""
 
     def one(self) -> Process: ...
+
+
+class _Ranked(Protocol):
+    @property
+    def rank(self) -> int: ...
+
+    def process(self, rank: int, /) -> Process: ...
+
+
+class _Noded(Protocol):
+    @property
+    def node(self) -> int: ...
+
+    def process(self, node: int, /) -> Process: ...
+
+
+class ByRank:
+    """Mixin of a launch class that adds the field ``rank``: its ``one()`` is ``process(rank)``."""
+
+    __slots__ = ()
+
+    def one(self: _Ranked) -> Process:
+        return self.process(self.rank)
+
+
+class ByNode:
+    """Mixin of a launch class that adds the field ``node``: its ``one()`` is ``process(node)``."""
+
+    __slots__ = ()
+
+    def one(self: _Noded) -> Process:
+        return self.process(self.node)
 
 
 def one(process: OneProcess) -> Process:

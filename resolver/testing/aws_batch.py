@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -73,13 +73,10 @@ class AwsBatchLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class AwsBatchNode(AwsBatchLaunch):
+class AwsBatchNode(AwsBatchLaunch, ByNode):
     """Node `node` of an `AwsBatchLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 aws_batch_job = job_builder(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -50,13 +50,10 @@ class AzureMlLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class AzureMlNode(AzureMlLaunch):
+class AzureMlNode(AzureMlLaunch, ByNode):
     """Node `node` of an `AzureMlLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 azureml_job = job_builder(AzureMlLaunch, doc="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver.testing._launch import (
+    ByRank,
     Launch,
     capacities,
     distinct_hosts,
@@ -88,13 +89,10 @@ class DeepSpeedLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class DeepSpeedWorker(DeepSpeedLaunch):
+class DeepSpeedWorker(DeepSpeedLaunch, ByRank):
     """Worker `rank` of a `DeepSpeedLaunch`."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 deepspeed_job = job_builder(

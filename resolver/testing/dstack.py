@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -53,13 +53,10 @@ class DstackLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class DstackNode(DstackLaunch):
+class DstackNode(DstackLaunch, ByNode):
     """Node `node` of a `DstackLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 dstack_job = job_builder(DstackLaunch, doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.")

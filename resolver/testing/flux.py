@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from resolver.testing._launch import (
+    ByRank,
     Launch,
     distinct_hosts,
     env_builder,
@@ -112,13 +113,10 @@ class FluxLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class FluxTask(FluxLaunch):
+class FluxTask(FluxLaunch, ByRank):
     """Task `rank` of a `FluxLaunch`."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 flux_job = job_builder(FluxLaunch, doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByRank, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -68,13 +68,10 @@ class KubeflowLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowPod(KubeflowLaunch):
+class KubeflowPod(KubeflowLaunch, ByRank):
     """Pod `rank` of a `KubeflowLaunch` (0 is the master)."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 kubeflow_job = job_builder(

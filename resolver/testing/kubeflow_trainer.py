@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -71,13 +71,10 @@ class KubeflowTrainerLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowTrainerNode(KubeflowTrainerLaunch):
+class KubeflowTrainerNode(KubeflowTrainerLaunch, ByNode):
     """Trainer node `node` of a `KubeflowTrainerLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 kubeflow_trainer_job = job_builder(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver.testing._launch import (
+    ByRank,
     Launch,
     distinct_hosts,
     env_builder,
@@ -101,13 +102,10 @@ class LsfLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class LsfTask(LsfLaunch):
+class LsfTask(LsfLaunch, ByRank):
     """Task `rank` of an `LsfLaunch`."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 lsf_job = job_builder(LsfLaunch, doc="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -72,13 +72,10 @@ class LwsLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class LwsPod(LwsLaunch):
+class LwsPod(LwsLaunch, ByNode):
     """Pod `node` (its worker index; 0 is the leader) of an `LwsLaunch` group."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 lws_job = job_builder(LwsLaunch, doc="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver.testing._launch import (
+    ByRank,
     Launch,
     capacities,
     distinct_hosts,
@@ -89,13 +90,10 @@ class MpichLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class MpichRank(MpichLaunch):
+class MpichRank(MpichLaunch, ByRank):
     """Rank `rank` of an `MpichLaunch`."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 mpich_job = job_builder(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver.testing._launch import (
+    ByRank,
     Launch,
     capacities,
     distinct_hosts,
@@ -205,13 +206,10 @@ class OpenMpiLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class OpenMpiRank(OpenMpiLaunch):
+class OpenMpiRank(OpenMpiLaunch, ByRank):
     """Rank `rank` of an `OpenMpiLaunch`."""
 
     rank: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.rank)
 
 
 openmpi_job = job_builder(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -81,13 +81,10 @@ class SageMakerLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class SageMakerInstance(SageMakerLaunch):
+class SageMakerInstance(SageMakerLaunch, ByNode):
     """Instance `node` (host ``algo-{node + 1}``) of a `SageMakerLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 sagemaker_job = job_builder(

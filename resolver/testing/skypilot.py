@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -53,13 +53,10 @@ class SkyPilotLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class SkyPilotNode(SkyPilotLaunch):
+class SkyPilotNode(SkyPilotLaunch, ByNode):
     """Node `node` of a `SkyPilotLaunch`."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 skypilot_job = job_builder(SkyPilotLaunch, doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -65,13 +65,10 @@ class TpuVmLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class TpuVmHost(TpuVmLaunch):
+class TpuVmHost(TpuVmLaunch, ByNode):
     """Host `node` of a `TpuVmLaunch`, numbered slice by slice."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 tpu_vm_job = job_builder(TpuVmLaunch, doc="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, index_in, job_builder, not_negative
+from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -74,13 +74,10 @@ class VertexLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class VertexReplica(VertexLaunch):
+class VertexReplica(VertexLaunch, ByNode):
     """Trainer `node` of a `VertexLaunch` (0: the chief)."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 vertex_job = job_builder(VertexLaunch, doc="Every trainer replica of one CustomJob; `VertexLaunch`'s keywords.")

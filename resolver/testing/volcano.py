@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import Launch, env_builder, job_builder, not_negative, positive
+from resolver.testing._launch import ByNode, Launch, env_builder, job_builder, not_negative, positive
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -73,13 +73,10 @@ class VolcanoLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class VolcanoPod(VolcanoLaunch):
+class VolcanoPod(VolcanoLaunch, ByNode):
     """Pod `node` of a `VolcanoLaunch` (0: the master, or the trainer task's pod 0)."""
 
     node: int = attrs.field(default=0, validator=not_negative)
-
-    def one(self) -> Process:
-        return self.process(self.node)
 
 
 volcano_job = job_builder(VolcanoLaunch, doc="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.")
