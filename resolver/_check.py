@@ -819,6 +819,7 @@ def _serve(
     server: Server, meeting: _Meeting, mine: dict[str, Any], *, deadline: float, timeout: float
 ) -> tuple[Verdict, tuple[Node, ...]]:
     strangers: list[Member] = []
+    admitted: list[Member] = []  # parsed as each arrives, while rank 0 waits for the others
     me = member(mine)
     expected = [meeting.size]
 
@@ -830,6 +831,7 @@ def _serve(
         if expected[0] is None and isinstance(message.get("topology"), dict):
             size = message["topology"].get("world_size")
             expected[0] = size if isinstance(size, int) and size > 0 else None
+        admitted.append(member(message))
         return None
 
     def done(arrivals: list[Arrival]) -> bool:
@@ -851,7 +853,7 @@ def _serve(
         )
 
     arrivals = server.gather(deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY)
-    members = [me, *(member(a.message) for a in arrivals)]
+    members = [me, *admitted]
     complete = done(arrivals)  # as many processes as the world has came: a missing rank is claimed by none
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
     found = verdict(members, strangers=strangers, world_size=expected[0], note=note)
