@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import random
 import selectors
 import socket
@@ -119,7 +120,8 @@ class Server:
                 ("", port), family=family, backlog=backlog, dualstack_ipv6=family == socket.AF_INET6
             )
         except OSError as exc:
-            raise ExchangeFailed("bind", f"cannot listen on port {port}: {exc.strerror or exc}") from None
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ExchangeFailed("bind", f"cannot listen on port {port}: {why}") from None
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
