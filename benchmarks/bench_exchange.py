@@ -7,7 +7,7 @@ TORCHELASTIC_USE_AGENT_STORE, so rank 0 listens) and its own fake probes. Releas
 barrier, each round times, until the last thread is done:
 
 - `check`: `resolver.check(environ, probes)`: resolve, meet at the main endpoint through
-  resolver/_exchange.py, rank 0 judges and answers each rank (every report must be ok);
+  probes/exchange.py, rank 0 judges and answers each rank (every report must be ok);
 - `floor`: the same threads resolving the same records, moving the same JSON to rank 0 through a
   bare selector loop that does nothing else (no greeting, no checks, no verdict) and taking back a
   two-byte answer: what any gather-and-answer over TCP costs in this harness;

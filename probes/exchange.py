@@ -46,7 +46,18 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ANSWER_GRACE", "GREETING_LIMIT", "PROTOCOL", "RECORD_LIMIT", "Arrival", "ExchangeFailed", "Server", "join"]
+__all__ = [
+    "ANSWER_GRACE",
+    "GREETING_LIMIT",
+    "GREET_AFTER",
+    "PROTOCOL",
+    "RECORD_LIMIT",
+    "RETRY_CAP",
+    "Arrival",
+    "ExchangeFailed",
+    "Server",
+    "join",
+]
 
 PROTOCOL = "cluster-topology-exchange/1"
 RECORD_LIMIT = 64 * 1024  # bytes one connection may send rank 0: a record is a few hundred

@@ -1,7 +1,7 @@
 """The preflight: every process of a job meets at the main endpoint and hears one verdict.
 
 `check(environ)` is run by every process exactly where training would run. Each resolves its own
-record; all meet at `main_address:main_port` (resolver/_exchange.py): rank 0 listens there, gathers
+record; all meet at `main_address:main_port` (probes/exchange.py): rank 0 listens there, gathers
 every record, judges them (`verdict`, a pure function) and answers each process with the verdict,
 so every process reports the same problems. Under a launcher that owns a store on the main endpoint
 (torchrun tells its workers so with TORCHELASTIC_USE_AGENT_STORE=True), rank 0 cannot listen there:

@@ -1,4 +1,4 @@
-"""resolver/_exchange.py: rank 0 serves every connection at once, bounded, and answers each process."""
+"""probes/exchange.py: rank 0 serves every connection at once, bounded, and answers each process."""
 
 from __future__ import annotations
 

@@ -93,7 +93,9 @@ def results(out: Path, ids: range) -> dict[int, dict[str, Any]]:
 # -- SLURM ------------------------------------------------------------------------------------------------
 
 
-def srun(cluster: Cluster, tmp: Path, *, timeout: float, fault: str = "", env: dict[str, str] | None = None) -> tuple[dict[int, dict[str, Any]], float]:
+def srun(
+    cluster: Cluster, tmp: Path, *, timeout: float, fault: str = "", env: dict[str, str] | None = None
+) -> tuple[dict[int, dict[str, Any]], float]:
     out = wrapper(tmp, "$SLURM_PROCID", timeout=timeout, fault=fault)
     started = time.monotonic()
     res = cluster.run(
@@ -186,8 +188,22 @@ def test_srun_check_then_init_process_group_on_the_same_endpoint(slurm_cluster: 
     out = tmp_path / "answers"
     out.mkdir()
     res = slurm_cluster.run(
-        ["srun", "-N2", "-n4", PY, "-m", "resolver", "exec", "--check", "--check-timeout", "30", "--"]
-        + [PY, str(EXEC_WORKER), str(out)],
+        [
+            "srun",
+            "-N2",
+            "-n4",
+            PY,
+            "-m",
+            "resolver",
+            "exec",
+            "--check",
+            "--check-timeout",
+            "30",
+            "--",
+            PY,
+            str(EXEC_WORKER),
+            str(out),
+        ],
         timeout=240,
         env={"PYTHONPATH": str(ROOT)},
     )
@@ -218,7 +234,9 @@ def test_srun_wall_time_of_a_healthy_check(slurm_cluster: Cluster, tmp_path: Pat
 # -- torchrun ---------------------------------------------------------------------------------------------
 
 
-def torchrun(tmp: Path, *, timeout: float, fault: str = "", then: str = "") -> tuple[dict[int, dict[str, Any]], float, str]:
+def torchrun(
+    tmp: Path, *, timeout: float, fault: str = "", then: str = ""
+) -> tuple[dict[int, dict[str, Any]], float, str]:
     require_tool("torchrun")
     pytest.importorskip("torch")
     out = wrapper(tmp, "$LOCAL_RANK", timeout=timeout, fault=fault, then=then)
@@ -241,7 +259,9 @@ def test_torchrun_healthy_meets_through_the_agent_store(tmp_path: Path) -> None:
     assert sorted(found) == [0, 1, 2, 3]
     for r in found.values():
         assert r["rc"] == 0, r
-        assert r["report"]["ok"] is True and r["report"]["summary"].startswith("4 processes on 1 node agree: torchelastic")
+        assert r["report"]["ok"] is True and r["report"]["summary"].startswith(
+            "4 processes on 1 node agree: torchelastic"
+        )
     assert [n["ranks"] for n in found[0]["report"]["nodes"]] == [[0, 1, 2, 3]]
     assert elapsed < 30 + SLACK
 
@@ -261,7 +281,7 @@ def test_torchrun_a_worker_claiming_another_rank(tmp_path: Path) -> None:
 
 @pytest.mark.torchrun
 def test_torchrun_check_then_init_process_group_on_the_same_endpoint(tmp_path: Path) -> None:
-    then = f"{PY} -c \"{DDP}\" {tmp_path}/ddp-$id.json"
+    then = f'{PY} -c "{DDP}" {tmp_path}/ddp-$id.json'
     found, _, _ = torchrun(tmp_path, timeout=30, then=then)
     assert all(r["rc"] == 0 for r in found.values())
     sums = [json.loads((tmp_path / f"ddp-{i}.json").read_text())["sum"] for i in range(4)]
