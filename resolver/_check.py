@@ -63,17 +63,12 @@ RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "P
 
 
 def origin_of(topology: Topology, field: str) -> tuple[str | None, str | None]:
-    """Where `field`'s value came from, as (words, variable): the variable is the environment
-    variable it was read from or computed from, or None (a probe, a default)."""
-    origin: Any = topology.provenance.get(field)
+    """Where `field`'s value came from, as (words, variable): the variable it was read from as it is,
+    else the first it was computed from, else None (a probe's answer, a default)."""
+    origin = topology.provenance.get(field)
     if origin is None:
         return None, None
-    variable = getattr(origin, "variable", None)
-    if variable is None:
-        variables = getattr(origin, "variables", ())
-        variable = variables[0] if variables else None
-    if variable is None and isinstance(origin, str) and origin.startswith("env:"):
-        variable = origin[4:]  # provenance as strings, before the Origin record: only the env: form names one
+    variable = origin.variable or (origin.variables[0] if origin.variables else None)
     return str(origin), variable
 
 
