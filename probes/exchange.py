@@ -13,8 +13,9 @@ The protocol, one JSON object per line (never pickle: what arrives is parsed as 
 A process sends its record as soon as it has connected, then reads the greeting before anything
 else: a process that reached something else (a squatter on the port, another program) says so, and
 trusts nothing that did not greet it (a record is harmless to whoever reads it). Rank 0 greets a
-member together with its answer, in one send; a connection that has sent no record `GREET_AFTER`
-seconds after it was accepted is greeted on its own. Greeting each process at once cost rank 0 a
+member together with its answer, in one send, when the answer comes within `GREET_AFTER` seconds
+of its arrival; a connection still waiting then (a member whose answer waits for a missing rank, a
+peer that sent nothing) is greeted on its own. Greeting each process at once cost rank 0 a
 send and every process a wake-up: with 4,096 ranks in threads, 2.3 s of rank 0's time in `send`. `round` keeps
 two exchanges on one port apart (the check, then `exec`'s collective); `job` is the job's identity,
 so a stale process of another job is turned away, not counted.
@@ -202,10 +203,11 @@ class Server:
             conn.outbox[:0] = self._greeting
 
     def _greet_the_silent(self, now: float) -> None:
-        """Greet the connections that sent no record within GREET_AFTER of being accepted."""
+        """Greet the connections still waiting GREET_AFTER after being accepted: those that sent
+        nothing, and members whose answer waits for other processes (so that they know rank 0 lives)."""
         while self._ungreeted and now - self._ungreeted[0].accepted >= GREET_AFTER:
             conn = self._ungreeted.popleft()
-            if conn.state == "reading" and not conn.greeted:
+            if conn.state in ("reading", "member") and not conn.greeted:
                 self._greet(conn)
                 self._flush(conn)
 
@@ -438,8 +440,8 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
         with sock:
             lines = _Lines(sock)
             try:
-                sock.sendall(line)  # at once: rank 0 greets with the answer (a silent peer: after GREET_AFTER)
-                greeting = lines.next(deadline + ANSWER_GRACE, GREETING_LIMIT)
+                sock.sendall(line)  # at once: rank 0 greets with the answer, or after GREET_AFTER
+                greeting = lines.next(deadline + GREET_AFTER, GREETING_LIMIT)
             except TimeoutError:
                 raise ExchangeFailed(
                     "foreign",

@@ -227,3 +227,18 @@ def test_an_address_that_does_not_resolve_fails_at_once() -> None:
     with pytest.raises(ExchangeFailed, match="does not resolve") as e:
         join("no-such-host.invalid", 29500, {}, round_="t", job=None, deadline=started + 10)
     assert e.value.kind == "unreachable" and time.monotonic() - started < 5
+
+
+def test_a_process_waiting_for_the_others_is_greeted_so_it_knows_rank_0_lives() -> None:
+    port = free_port()
+
+    def root() -> None:  # gathers for a world of 3 that never fills, then ends without answering
+        with Server(port, round_="t", job="j") as server:
+            server.gather(deadline=time.monotonic() + 1.5, admit=lambda m: None, done=lambda got: len(got) >= 2)
+
+    t = threading.Thread(target=root)
+    t.start()
+    with pytest.raises(ExchangeFailed) as failed:
+        join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=time.monotonic() + 1.0)
+    t.join(10)
+    assert failed.value.kind == "unanswered", failed.value  # not "foreign": rank 0 greeted it while it waited

@@ -29,10 +29,17 @@ import pytest
 
 from tests.conftest import require_tool
 from tests.launchers.slurm_cluster import Cluster
-from tests.launchers.test_mpi import LOOPBACK, OPEN_MPI, fake_ssh  # noqa: F401 - fake_ssh is a fixture
-from tests.launchers.test_mpi import clean_env as mpi_env
 
 ROOT = Path(__file__).resolve().parents[2]
+# Open MPI as root, more ranks than cores, and its TCP transports on loopback (as tests/launchers/test_mpi.py)
+OPEN_MPI = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "MV2_", "SLURM_", "TORCHELASTIC_", "HYDI_")
 PY = sys.executable
 EXEC_WORKER = ROOT / "tests" / "launchers" / "exec_worker.py"
 SLACK = 15.0  # seconds past the check's timeout a launch may take: start-up on a busy 2-core machine
@@ -291,8 +298,35 @@ def test_torchrun_check_then_init_process_group_on_the_same_endpoint(tmp_path: P
 # -- mpirun on two emulated hosts ----------------------------------------------------------------------------
 
 
+@pytest.fixture
+def fake_ssh(tmp_path: Path) -> Path:
+    """An `ssh` for mpirun: the remote command in new UTS+mount namespaces named after the host (nodeA, nodeB)."""
+    require_tool("unshare", "mount", "hostname")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
+    script = tmp_path / "fake-ssh"
+    script.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done\n'
+        "host=$1; shift\n"
+        "exec unshare --uts --mount sh -c \\\n"
+        f'    \'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"\' fake-ssh "$host" {hosts} "$*"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def mpi_env(master: dict[str, str]) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(LAUNCHER_PREFIXES) and k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+    }
+    return {**env, "PYTHONPATH": str(ROOT), **OPEN_MPI, **master}
+
+
 @pytest.mark.mpi
-def test_mpirun_two_emulated_hosts(tmp_path: Path, fake_ssh: Path) -> None:  # noqa: F811 - the fixture
+def test_mpirun_two_emulated_hosts(tmp_path: Path, fake_ssh: Path) -> None:
     require_tool("mpirun")
     out = wrapper(tmp_path, "$OMPI_COMM_WORLD_RANK", timeout=30)
     hostfile = tmp_path / "hostfile"
@@ -301,9 +335,7 @@ def test_mpirun_two_emulated_hosts(tmp_path: Path, fake_ssh: Path) -> None:  # n
     args = ["mpirun", "--mca", "plm_rsh_agent", str(fake_ssh), "--hostfile", str(hostfile), "-n", "4"]
     args += ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH", str(tmp_path / "run-check.sh")]
     started = time.monotonic()
-    res = subprocess.run(
-        args, env=mpi_env(OPEN_MPI, LOOPBACK, master), capture_output=True, text=True, timeout=200, check=False
-    )
+    res = subprocess.run(args, env=mpi_env(master), capture_output=True, text=True, timeout=200, check=False)
     elapsed = time.monotonic() - started
     assert res.returncode == 0, res.stderr[-3000:]
     found = results(out, range(4))
