@@ -346,3 +346,24 @@ def test_mpirun_two_emulated_hosts(tmp_path: Path, fake_ssh: Path) -> None:
     nodes = found[0]["report"]["nodes"]
     assert [(n["host"], n["node_rank"], n["ranks"]) for n in nodes] == [("nodeA", 0, [0, 1]), ("nodeB", 1, [2, 3])]
     assert elapsed < 30 + SLACK
+
+
+@pytest.mark.mpi
+def test_mpirun_exec_check_then_the_program_on_two_emulated_hosts(tmp_path: Path, fake_ssh: Path) -> None:
+    """exec --check under mpirun: the MPI source's collective, the check and exec's own resolve meet on one
+    port in three rounds of the exchange; PROGRAM then initialises MPI itself and forms a gloo group."""
+    require_tool("mpirun")
+    pytest.importorskip("torch")
+    out = tmp_path / "answers"
+    out.mkdir()
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("nodeA slots=2\nnodeB slots=2\n")
+    master = {"MASTER_ADDR": "nodeA", "MASTER_PORT": str(free_port())}
+    args = ["mpirun", "--mca", "plm_rsh_agent", str(fake_ssh), "--hostfile", str(hostfile), "-n", "4"]
+    args += ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH"]
+    args += [PY, "-m", "resolver", "exec", "--check", "--check-timeout", "30", "--", PY, str(EXEC_WORKER), str(out)]
+    res = subprocess.run(args, env=mpi_env(master), capture_output=True, text=True, timeout=240, check=False)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert len(rows) == 4 and all(row["all_reduce"] == 10.0 for row in rows)
+    assert res.stderr.count("check: 4 processes on 2 nodes agree: mpi") == 4
