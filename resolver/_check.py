@@ -1,7 +1,7 @@
 """The preflight: every process of a job meets at the main endpoint and hears one verdict.
 
 `check(environ)` is run by every process exactly where training would run. Each resolves its own
-record; all meet at `main_address:main_port` (resolver/_exchange.py): rank 0 listens there, gathers
+record; all meet at `main_address:main_port` (probes/exchange.py): rank 0 listens there, gathers
 every record, judges them (`verdict`, a pure function) and answers each process with the verdict,
 so every process reports the same problems. Under a launcher that owns a store on the main endpoint
 (torchrun tells its workers so with TORCHELASTIC_USE_AGENT_STORE=True), rank 0 cannot listen there:
@@ -63,8 +63,8 @@ RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "P
 
 
 def origin_of(topology: Topology, field: str) -> tuple[str | None, str | None]:
-    """Where `field`'s value came from, as (words, variable): the variable is the environment
-    variable it was read from or computed from, or None (a probe, a default)."""
+    """Where `field`'s value came from, as (words, variable): the variable it was read from as it is,
+    else the first it was computed from, else None (a probe's answer, a default)."""
     origin = topology.provenance.get(field)
     if origin is None:
         return None, None
@@ -771,6 +771,7 @@ def _serve(
     server: Server, meeting: _Meeting, mine: dict[str, Any], *, deadline: float, timeout: float
 ) -> tuple[Verdict, tuple[Node, ...]]:
     strangers: list[Member] = []
+    admitted: list[Member] = []  # parsed as each arrives, while rank 0 waits for the others
     me = member(mine)
     expected = [meeting.size]
 
@@ -782,6 +783,7 @@ def _serve(
         if expected[0] is None and isinstance(message.get("topology"), dict):
             size = message["topology"].get("world_size")
             expected[0] = size if isinstance(size, int) and size > 0 else None
+        admitted.append(member(message))
         return None
 
     def done(arrivals: list[Arrival]) -> bool:
@@ -803,7 +805,7 @@ def _serve(
         )
 
     arrivals = server.gather(deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY)
-    members = [me, *(member(a.message) for a in arrivals)]
+    members = [me, *admitted]
     complete = done(arrivals)  # as many processes as the world has came: a missing rank is claimed by none
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
     found = verdict(members, strangers=strangers, world_size=expected[0], note=note)

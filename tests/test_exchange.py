@@ -1,4 +1,4 @@
-"""resolver/_exchange.py: rank 0 serves every connection at once, bounded, and answers each process."""
+"""probes/exchange.py: rank 0 serves every connection at once, bounded, and answers each process."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_what_arrives_is_json_never_pickle() -> None:
         (None, "foreign"),  # accepts and never speaks
     ],
 )
-def test_a_process_never_speaks_to_a_peer_that_did_not_greet_it(hello: bytes | None, kind: str) -> None:
+def test_a_process_trusts_nothing_from_a_peer_that_did_not_greet_it(hello: bytes | None, kind: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as squatter:
         port = squatter.getsockname()[1]
         got: list[bytes] = []
@@ -174,7 +174,21 @@ def test_a_process_never_speaks_to_a_peer_that_did_not_greet_it(hello: bytes | N
             join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=time.monotonic() + 1.0)
         t.join(10)
     assert failed.value.kind == kind
-    assert got in ([], [b""])  # nothing of the record was sent to it
+    assert got == [] or b'"rank":1' in got[0]  # it had the record (harmless), and nothing back was trusted
+
+
+def test_a_connection_that_sends_nothing_is_greeted_on_its_own() -> None:
+    port = free_port()
+    out: dict[str, Any] = {}
+    server = threading.Thread(target=serve, args=(port, 2, time.monotonic() + 2, out))
+    server.start()
+    quiet = _connect(port)
+    quiet.settimeout(1.5)
+    started = time.monotonic()
+    assert json.loads(quiet.recv(4096)) == {"protocol": PROTOCOL, "round": "t", "job": "j"}
+    assert time.monotonic() - started < 1.0  # GREET_AFTER, not the deadline
+    quiet.close()
+    server.join(10)
 
 
 def test_a_stale_process_of_another_job_is_turned_away() -> None:
@@ -213,3 +227,18 @@ def test_an_address_that_does_not_resolve_fails_at_once() -> None:
     with pytest.raises(ExchangeFailed, match="does not resolve") as e:
         join("no-such-host.invalid", 29500, {}, round_="t", job=None, deadline=started + 10)
     assert e.value.kind == "unreachable" and time.monotonic() - started < 5
+
+
+def test_a_process_waiting_for_the_others_is_greeted_so_it_knows_rank_0_lives() -> None:
+    port = free_port()
+
+    def root() -> None:  # gathers for a world of 3 that never fills, then ends without answering
+        with Server(port, round_="t", job="j") as server:
+            server.gather(deadline=time.monotonic() + 1.5, admit=lambda m: None, done=lambda got: len(got) >= 2)
+
+    t = threading.Thread(target=root)
+    t.start()
+    with pytest.raises(ExchangeFailed) as failed:
+        join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=time.monotonic() + 1.0)
+    t.join(10)
+    assert failed.value.kind == "unanswered", failed.value  # not "foreign": rank 0 greeted it while it waited

@@ -1,0 +1,216 @@
+"""The preflight's exchange at 1,024 and 4,096 ranks (threads in one process), beside its floor.
+
+    python -m benchmarks.bench_exchange [--ranks 1024 4096] [--repeats 3] [--no-torch]
+
+Every rank is a thread with its own torchrun-shaped environment (64 workers per emulated host, no
+TORCHELASTIC_USE_AGENT_STORE, so rank 0 listens) and its own fake probes. Released together by a
+barrier, each round times, until the last thread is done:
+
+- `check`: `resolver.check(environ, probes)`: resolve, meet at the main endpoint through
+  probes/exchange.py, rank 0 judges and answers each rank (every report must be ok);
+- `floor`: the same threads resolving the same records, moving the same JSON to rank 0 through a
+  bare selector loop that does nothing else (no greeting, no checks, no verdict) and taking back a
+  two-byte answer: what any gather-and-answer over TCP costs in this harness;
+- `tcpstore`: torch's `TCPStore` doing the same gather-and-answer (rank 0 the master: every rank
+  `set`s its record, rank 0 `wait`s for all, `set`s the answer, every rank `wait`s and `get`s it);
+  context, not the yardstick (it is noisy here, and its first use in a process stalls).
+
+Prints min and median seconds per case and check/floor. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import selectors
+import socket
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import resolver
+from resolver._check import check, record
+from resolver.testing import Job, torchrun_job
+
+PER_HOST = 64
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def world(ranks: int, port: int) -> tuple[Job, list[dict[str, str]]]:
+    per_host = min(PER_HOST, ranks)
+    job = torchrun_job(
+        nnodes=ranks // per_host,
+        nproc_per_node=per_host,
+        hosts=tuple(f"n{i:04d}" for i in range(ranks // per_host)),
+        master_addr="127.0.0.1",
+        master_port=port,
+    )
+    envs = []
+    for p in job:
+        e = {**p.environ, "CLUSTER_TOPOLOGY_ALLOW_LOOPBACK": "1"}
+        e.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        envs.append(e)
+    return job, envs
+
+
+def timed(ranks: int, work: Callable[[int], Any]) -> tuple[float, list[Any]]:
+    """Seconds from the barrier's release until the last of `ranks` threads finished `work(rank)`."""
+    barrier = threading.Barrier(ranks + 1)
+    results: list[Any] = [None] * ranks
+
+    def run(rank: int) -> None:
+        barrier.wait()
+        try:
+            results[rank] = work(rank)
+        except Exception as exc:
+            results[rank] = exc
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join(300)
+    return time.perf_counter() - started, results
+
+
+# -- the cases ---------------------------------------------------------------------------------------
+
+
+def case_check(ranks: int) -> tuple[float, bool]:
+    job, envs = world(ranks, free_port())
+    seconds, reports = timed(ranks, lambda r: check(envs[r], job.processes[r].probes(), timeout=240))
+    return seconds, all(getattr(rep, "ok", False) for rep in reports)
+
+
+def _floor_serve(port: int, ranks: int, line: bytes) -> None:
+    server = socket.create_server(("", port), backlog=4096)
+    server.setblocking(False)
+    selector = selectors.DefaultSelector()
+    selector.register(server, selectors.EVENT_READ)
+    buffers: dict[socket.socket, bytearray] = {}
+    done: list[socket.socket] = []
+    while len(done) < ranks - 1:
+        for key, _ in selector.select():
+            if key.fileobj is server:
+                while True:
+                    try:
+                        conn, _ = server.accept()
+                    except BlockingIOError:
+                        break
+                    conn.setblocking(False)
+                    buffers[conn] = bytearray()
+                    selector.register(conn, selectors.EVENT_READ)
+                continue
+            conn = key.fileobj  # type: ignore[assignment]
+            chunk = conn.recv(65536)
+            buffers[conn] += chunk
+            if buffers[conn].endswith(b"\n"):
+                json.loads(buffers[conn])
+                selector.unregister(conn)
+                done.append(conn)
+    for conn in done:
+        conn.setblocking(True)
+        conn.sendall(b"1\n")
+    for conn in done:
+        conn.recv(1)
+        conn.close()
+    server.close()
+    selector.close()
+
+
+def _floor_join(port: int, line: bytes) -> bool:
+    while True:
+        try:
+            conn = socket.create_connection(("127.0.0.1", port))
+            break
+        except OSError:
+            time.sleep(0.01)
+    with conn:
+        conn.sendall(line)
+        return conn.recv(16) == b"1\n"
+
+
+def case_floor(ranks: int) -> tuple[float, bool]:
+    port = free_port()
+    job, envs = world(ranks, port)
+
+    def work(r: int) -> bool:
+        topology = resolver.resolve(envs[r], job.processes[r].probes())
+        line = json.dumps(record(topology, job.processes[r].hostname)).encode() + b"\n"
+        if r == 0:
+            _floor_serve(port, ranks, line)
+            return True
+        return _floor_join(port, line)
+
+    seconds, results = timed(ranks, work)
+    return seconds, all(x is True for x in results)
+
+
+def case_tcpstore(ranks: int) -> tuple[float, bool]:
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    port = free_port()
+    job, envs = world(ranks, port)
+    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=240))
+
+    def work(r: int) -> bool:
+        topology = resolver.resolve(envs[r], job.processes[r].probes())
+        mine = json.dumps(record(topology, job.processes[r].hostname))
+        store = master if r == 0 else TCPStore("127.0.0.1", port, timeout=timedelta(seconds=240))
+        store.set(f"record/{r}", mine)
+        if r == 0:
+            store.wait([f"record/{i}" for i in range(ranks)])
+            store.set("answer", "1")
+        store.wait(["answer"])
+        return bool(store.get("answer") == b"1")
+
+    seconds, results = timed(ranks, work)
+    return seconds, all(x is True for x in results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_exchange")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-torch", action="store_true", help="leave out torch's TCPStore")
+    args = parser.parse_args(argv)
+    threading.stack_size(512 * 1024)
+    cases: dict[str, Callable[[int], tuple[float, bool]]] = {"check": case_check, "floor": case_floor}
+    if not args.no_torch:
+        try:
+            import torch.distributed  # noqa: F401
+        except ImportError:
+            print("(tcpstore skipped: torch is not installed)")
+        else:
+            cases["tcpstore"] = case_tcpstore
+    print(f"{'ranks':>6} {'case':<9} {'min s':>7} {'median s':>9} {'all ok':>7}")
+    for ranks in args.ranks:
+        medians: dict[str, float] = {}
+        for name, case in cases.items():
+            runs = [case(ranks) for _ in range(args.repeats)]
+            times = [s for s, _ in runs]
+            medians[name] = statistics.median(times)
+            ok = all(good for _, good in runs)
+            print(f"{ranks:>6} {name:<9} {min(times):>7.2f} {medians[name]:>9.2f} {ok!s:>7}", flush=True)
+        print(f"{ranks:>6} check/floor (medians) {medians['check'] / medians['floor']:.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
