@@ -23,7 +23,23 @@ Which one (n visible devices, m processes on the node):
 - n == 1: that one (0). SLURM `--gpus-per-task=1`, `--ntasks-per-gpu=1`, `--gpu-bind=single:1`.
 - the launcher bound n > 1 devices to this process alone (SLURM `--gpus-per-task=n` says
   `SLURMD_TRES_BIND=gpu:per_task:n`): the first of them (0).
-- another binding by the launcher (`--gpu-bind=closest`, `map_gpu`, ...) with n > 1: the other
+- the launcher says how the node's processes share what they see (`DeviceBinding.sets`): the
+  processes that see one set take its devices in turn, by local rank. SLURM `--gpu-bind=closest`
+  where the task sees every GPU the step has on its node (its `SLURM_STEP_GPUS` as long as
+  `SLURM_GPUS_ON_NODE`; SLURM narrows `SLURM_STEP_GPUS` per task like `CUDA_VISIBLE_DEVICES`, so
+  comparing those two says nothing): every task of the node sees that list, so its local rank's
+  device, or None with a warning when local_rank >= n. SLURM `--gpu-bind=mask_gpu:M0,M1,...`: srun(1)
+  maps "the lowest task ID on each node ... to the first mask specified in the list, etc." and
+  reuses the list (measured: `0x3,0xc` for four tasks gives tasks 0 and 2 GPUs 0,1, tasks 1 and 3
+  GPUs 2,3); so a task alone on its mask takes the first device of its set, and tasks sharing a mask
+  (a reused list, `0x3*2`) take its devices in local-rank order. Overlapping masks, or masks naming
+  more GPUs than the step has on the node (slurmstepd then binds the task whose mask names none of
+  them to the step's first GPU, which another task also sees: measured), say nothing: None with a
+  warning. Not visible in the environment: under `closest` with gres.conf `Cores=`, a task whose CPUs
+  span every GPU's cores next to a task narrowed to one of them; under `mask_gpu` on a node whose GPUs
+  the step holds only some of (srun(1): "all GPUs on each node in the job should be allocated for
+  predictable binding results"), a mask outside them.
+- another binding by the launcher (`map_gpu`, `single:K`, ...) with n > 1: the other
   processes' lists are not known, so None with a warning.
 - no binding: every process of the node sees the same list (SLURM `--gpus-per-node`, `--gres`,
   torchrun, mpirun pass one environment to all): with n >= m, the local rank's.
@@ -33,7 +49,8 @@ Which one (n visible devices, m processes on the node):
 Docs: CUDA C Programming Guide, "CUDA Environment Variables" (CUDA_VISIBLE_DEVICES);
 https://rocm.docs.amd.com/en/latest/conceptual/gpu-isolation.html (ROCR/HIP/GPU_DEVICE_ORDINAL);
 Level Zero spec, "Environment Variables" (ZE_AFFINITY_MASK); https://slurm.schedmd.com/gres.html
-and srun(1) (--gpus-per-task, --gpu-bind, SLURMD_TRES_BIND). Measured: tests/captures-hpc/slurm-gpu.
+and srun(1) (--gpus-per-task, --gpu-bind, SLURMD_TRES_BIND: https://slurm.schedmd.com/srun.html#OPT_gpu-bind).
+Measured: tests/captures-hpc/slurm-gpu (the c* cases closest, the d* cases mask_gpu).
 """
 
 from __future__ import annotations
@@ -218,18 +235,7 @@ def _choose(
     if n == 1:
         return 0, Origin.formula(f"the only visible device ({shown})", variables=listed_by), ""
     if binding is not None:
-        bound = f"{binding.variable}={environ[binding.variable]}"
-        if binding.own == n:
-            formula = f"first of the {n} devices {bound} binds to this process alone"
-            return 0, Origin.formula(formula, variables=(binding.variable,)), ""
-        return (
-            None,
-            None,
-            (
-                f"{shown} lists {n} devices and {bound} binds them in a way that does not say which one this process "
-                "should use, so local_device is None"
-            ),
-        )
+        return _bound(environ, topology, n, shown, binding=binding, listed_by=listed_by)
     local = topology.local_world_size if topology.world_size > 1 else 1
     if local is not None and n >= local:
         formula = f"local_rank, the {local} process(es) of the node sharing {shown}"
@@ -249,6 +255,65 @@ def _choose(
             f"own devices (srun --gpus-per-task=1 or --gpu-bind=single:1) or choose local_rank % {n} yourself"
         ),
     )
+
+
+def _bound(
+    environ: Mapping[str, str],
+    topology: Topology,
+    n: int,
+    shown: str,
+    *,
+    binding: DeviceBinding,
+    listed_by: tuple[str, ...],
+) -> tuple[int | None, Origin | None, str]:
+    """The ordinal the launcher's binding gives this process among its `n` visible devices, or a warning."""
+    bound = f"{binding.variable}={environ[binding.variable]}"
+    if binding.own == n:
+        formula = f"first of the {n} devices {bound} binds to this process alone"
+        return 0, Origin.formula(formula, variables=(binding.variable,)), ""
+    if binding.sets:
+        return _in_turn(topology, n, shown, bound=bound, binding=binding, listed_by=listed_by)
+    why = f" ({binding.note})" if binding.note else ""
+    return (
+        None,
+        None,
+        (
+            f"{shown} lists {n} devices and {bound} binds them in a way that does not say which one this process "
+            f"should use{why}, so local_device is None"
+        ),
+    )
+
+
+def _in_turn(
+    topology: Topology,
+    n: int,
+    shown: str,
+    *,
+    bound: str,
+    binding: DeviceBinding,
+    listed_by: tuple[str, ...],
+) -> tuple[int | None, Origin | None, str]:
+    """The binding's sets, shared in turn: the i-th process of the node (by local rank) that sees this
+    process's set takes its i-th device."""
+    rank, sets = topology.local_rank, binding.sets
+    if rank is None:
+        return None, None, f"{shown} lists {n} devices that {bound} shares by local rank, which is unknown"
+    mine = sets[rank % len(sets)]
+    turn = sum(1 for other in range(rank) if sets[other % len(sets)] == mine)
+    sharing = "the node's processes" if len(set(sets)) == 1 else "the node's processes of this process's set"
+    if turn >= n:
+        return (
+            None,
+            None,
+            (
+                f"{shown} lists {n} devices that {bound} gives to {sharing}; this one (local_rank {rank}) is number "
+                f"{turn + 1} of them, so local_device is None: run at most {n} processes per set of devices"
+            ),
+        )
+    origin = topology.provenance.get("local_rank")
+    variables = (binding.variable, *(origin.variables if origin else ()), *listed_by)
+    formula = f"device {turn} of {shown}: the local_rank order of {sharing}, which {bound} gives those devices"
+    return turn, Origin.formula(formula, variables=variables), ""
 
 
 def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:

@@ -22,6 +22,30 @@ GPU_CAPTURES = CAPTURES_HPC / "slurm-gpu"
 TRUTH: list[dict[str, Any]] = json.loads((GPU_CAPTURES / "truth.json").read_text())
 GPU_TRUTH = [t for t in TRUTH if t["visible_gpus"]]
 
+# The --gpu-bind=closest (c*) and mask_gpu (d*) captures: the GPU each task takes (its SLURM_STEP_GPUS id) by the
+# binding srun applied (its command.txt), or None where the environment does not say which one is the task's.
+BOUND: dict[str, dict[str, int | None]] = {
+    # closest, every task sees the step's four: one each, by local rank
+    "c1_srun_N1_n4_gres4_bind-closest": {"task0.env": 0, "task1.env": 1, "task2.env": 2, "task3.env": 3},
+    # closest, three tasks on ci1 share its two GPUs (the third is left out); task 3 alone on ci2 is not bound
+    "c2_srun_N2_n4_gpus-per-node2_bind-closest": {"task0.env": 0, "task1.env": 1, "task2.env": None, "task3.env": 0},
+    # a step of 2 GPUs inside a job of 4: SLURM_GPUS_ON_NODE is the step's, so each task sees all the step's
+    "c3_sbatch_N1_gres4_step-gres2_bind-closest": {"step0-task0.env": 0, "step0-task1.env": 1},
+    # mask_gpu:0x3,0xc: task 0 GPUs 0,1, task 1 GPUs 2,3, each the first of its own
+    "d1_srun_N1_n2_gres4_bind-mask": {"task0.env": 0, "task1.env": 2},
+    # the list reused for four tasks: 0 and 2 share 0,1, 1 and 3 share 2,3, in local-rank order
+    "d2_srun_N1_n4_gres4_bind-mask": {"task0.env": 0, "task1.env": 2, "task2.env": 1, "task3.env": 3},
+    # mask_gpu:0x3*2,0xc*2: 0 and 1 share 0,1, 2 and 3 share 2,3
+    "d3_srun_N1_n4_gres4_bind-mask-repeated": {"task0.env": 0, "task1.env": 1, "task2.env": 2, "task3.env": 3},
+    # two nodes: the masks count from each node's lowest task; task 3 alone on ci2 is not bound
+    "d4_srun_N2_n4_gpus-per-node4_bind-mask": {"task0.env": 0, "task1.env": 2, "task2.env": 1, "task3.env": 0},
+    # mask 0xc names no GPU of the step's two: slurmstepd binds task 1 to GPU 0, which task 0 also sees
+    "d5_srun_N1_n2_gres2_bind-mask-outside": {"task0.env": None, "task1.env": 0},
+    # mask_gpu:0x3,0x6: tasks see 0,1 and 1,2; which one each should take is not said
+    "d6_srun_N1_n2_gres4_bind-mask-overlapping": {"task0.env": None, "task1.env": None},
+}
+BOUND_TRUTH = [t for t in GPU_TRUTH if t["case"] in BOUND]
+
 
 def capture(case: str, file: str) -> dict[str, str]:
     return read_capture(GPU_CAPTURES / case / file)
@@ -58,9 +82,50 @@ MPIRUN = {
 def test_each_captured_task_gets_a_device_slurm_gave_it(truth: dict[str, Any]) -> None:
     t = resolver.resolve(capture(truth["case"], truth["file"]), fake())
     assert t.visible_devices == tuple(str(gpu) for gpu in truth["physical_gpus"])
-    assert t.local_device in truth["visible_gpus"]  # an ordinal the task can open
     assert str(t.provenance["visible_devices"]) == "env:CUDA_VISIBLE_DEVICES"
+    if BOUND.get(truth["case"], {}).get(truth["file"], 0) is None:
+        assert t.local_device is None and t.warnings
+        return
+    assert t.local_device in truth["visible_gpus"]  # an ordinal the task can open
     assert not t.warnings or truth["file"] == "batch.env"  # the batch script warns that it is one process
+
+
+def test_every_closest_and_mask_gpu_capture_is_in_the_table() -> None:
+    cases = {t["case"] for t in TRUTH if t["case"][0] in "cd"}
+    assert cases == set(BOUND)
+    assert sorted((t["case"], t["file"]) for t in BOUND_TRUTH) == sorted(
+        (case, file) for case, files in BOUND.items() for file in files
+    )
+
+
+@pytest.mark.parametrize("truth", BOUND_TRUTH, ids=[f"{t['case']}/{t['file']}" for t in BOUND_TRUTH])
+def test_closest_and_mask_gpu_give_each_task_the_gpu_its_binding_says(truth: dict[str, Any]) -> None:
+    """srun --gpu-bind=closest / mask_gpu (issue 27, point 12): the GPU, or None with a warning naming the binding."""
+    env = capture(truth["case"], truth["file"])
+    t = resolver.resolve(env, fake())
+    expected = BOUND[truth["case"]][truth["file"]]
+    taken = None if t.local_device is None else int(t.visible_devices[t.local_device])  # type: ignore[index]
+    assert taken == expected, t.warnings
+    if expected is None:
+        assert "SLURMD_TRES_BIND=" + env["SLURMD_TRES_BIND"] in t.warnings[-1]
+        assert f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}" in t.warnings[-1]
+    elif "SLURMD_TRES_BIND" in env and len(truth["physical_gpus"]) > 1:
+        origin = t.provenance["local_device"]
+        assert origin.kind == "formula" and "SLURMD_TRES_BIND" in origin.variables
+        assert "SLURM_LOCALID" in origin.variables  # the local rank chose among the set
+
+
+@pytest.mark.parametrize(
+    ("case", "file", "words"),
+    [
+        ("c2_srun_N2_n4_gpus-per-node2_bind-closest", "task2.env", "(local_rank 2) is number 3 of them"),
+        ("d5_srun_N1_n2_gres2_bind-mask-outside", "task0.env", "the masks name 4 GPUs and SLURM_GPUS_ON_NODE=2"),
+        ("d6_srun_N1_n2_gres4_bind-mask-overlapping", "task1.env", "the masks 0x3 and 0x6 share GPUs"),
+    ],
+)
+def test_a_binding_that_cannot_say_tells_why(case: str, file: str, words: str) -> None:
+    t = resolver.resolve(capture(case, file), fake())
+    assert t.local_device is None and words in t.warnings[-1]
 
 
 def test_no_two_tasks_of_a_node_take_the_same_gpu() -> None:
@@ -69,9 +134,11 @@ def test_no_two_tasks_of_a_node_take_the_same_gpu() -> None:
         if truth["file"] == "batch.env":
             continue  # the batch script runs beside its steps' tasks, not as one of them
         t = resolver.resolve(capture(truth["case"], truth["file"]), fake())
-        assert t.visible_devices is not None and t.local_device is not None
-        taken[(truth["case"], t.node_rank)].append(t.visible_devices[t.local_device])
-    assert len(taken) == 7  # six launches, one of them on two nodes
+        assert t.visible_devices is not None
+        if t.local_device is not None:
+            taken[(truth["case"], t.node_rank)].append(t.visible_devices[t.local_device])
+    # the six launches of a*, one of them on two nodes; c1-c3, d1-d5 (d6 says None for both tasks), c2 and d4 on two
+    assert len(taken) == 7 + 3 + 1 + 5 + 1
     for (case, node), gpus in taken.items():
         assert len(set(gpus)) == len(gpus), f"{case} node {node}: {gpus}"
 
@@ -93,12 +160,56 @@ def test_slurm_binding_of_several_gpus(changes: dict[str, str], device: int, ori
     assert origin in str(t.provenance["local_device"])
 
 
-@pytest.mark.parametrize("binding", ["gpu:closest", "gpu:map_gpu:0,1", "gpu:mask_gpu:0x3", "gpu:per_task:4"])
+@pytest.mark.parametrize(
+    "binding", ["gpu:map_gpu:0,1", "gpu:per_task:4", "gpu:single:2", "gpu:mask_gpu:0x1,0x3", "gpu:mask_gpu:0xf"]
+)
 def test_a_binding_that_does_not_make_the_list_the_tasks_own_says_none(binding: str) -> None:
     env = {**capture("a2_srun_N1_n2_gpus-per-node2", "task1.env"), "SLURMD_TRES_BIND": binding}
     t = resolver.resolve(env, fake())
     assert t.visible_devices == ("0", "1") and t.local_device is None
     assert "SLURMD_TRES_BIND" in t.warnings[-1] and "CUDA_VISIBLE_DEVICES=0,1" in t.warnings[-1]
+
+
+@pytest.mark.parametrize(
+    ("changes", "device"),
+    [
+        ({"SLURMD_TRES_BIND": "gpu:closest"}, 1),  # both tasks see the step's two GPUs: by local rank
+        ({"SLURMD_TRES_BIND": "gpu:verbose,closest"}, 1),
+        ({"SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": "4"}, None),  # narrowed: the others' lists unknown
+        ({"SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": None}, None),
+        ({"SLURMD_TRES_BIND": "gpu:mask_gpu:0x3"}, 1),  # one mask for both: they share it in turn
+        ({"SLURMD_TRES_BIND": "gpu:mask_gpu:0x3,0x3"}, 1),
+        ({"SLURMD_TRES_BIND": "gpu:mask_gpu:0x3*3"}, 1),
+        ({"SLURMD_TRES_BIND": "gpu:mask_gpu:0x3,0xc", "SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "2,3"}, 0),
+        ({"SLURMD_TRES_BIND": "gpu:mask_gpu:3,c", "SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "2,3"}, None),
+    ],
+)
+def test_closest_and_mask_gpu_on_a_captured_task(changes: dict[str, str | None], device: int | None) -> None:
+    env = capture("a2_srun_N1_n2_gpus-per-node2", "task1.env")  # local rank 1 of 2, GPUs 0,1
+    for name, value in changes.items():
+        if value is None:
+            del env[name]
+        else:
+            env[name] = value
+    for name in VISIBILITY:
+        if name in env and name != "HIP_VISIBLE_DEVICES":
+            env[name] = env["CUDA_VISIBLE_DEVICES"]
+    t = resolver.resolve(env, fake())
+    assert t.local_device == device
+    if device is None:
+        assert f"SLURMD_TRES_BIND={env['SLURMD_TRES_BIND']}" in t.warnings[-1]
+    else:
+        assert not t.warnings and "SLURMD_TRES_BIND" in t.provenance["local_device"].variables
+
+
+def test_a_process_past_the_devices_of_its_set_gets_none() -> None:
+    # mask_gpu:0x3 for four tasks: all four share GPUs 0,1; local ranks 2 and 3 come after them
+    env = {**capture("a3b_srun_N1_n4_gres4_nobind", "task2.env"), "SLURMD_TRES_BIND": "gpu:mask_gpu:0x3"}
+    for name in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL"):
+        env[name] = "0,1"
+    t = resolver.resolve(env, fake())
+    assert t.local_device is None
+    assert "(local_rank 2) is number 3 of them" in t.warnings[-1] and "at most 2 processes" in t.warnings[-1]
 
 
 def test_fewer_shared_gpus_than_tasks_is_none_with_a_warning_naming_the_variables() -> None:

@@ -155,13 +155,21 @@ class DeviceBinding:
     """A launcher's binding of accelerators to this process, from `variable` (e.g. SLURMD_TRES_BIND).
 
     `own` is how many devices the launcher gave this process alone (SLURM `--gpus-per-task=2`: 2),
-    or None when the binding does not say that the process's devices are its own (`--gpu-bind=closest`).
+    or None when the binding does not say that the process's devices are its own.
+    `sets` says how the processes of a node share what they see, by local rank: the process of local
+    rank r sees the set `sets[r % len(sets)]` (equal values: the same devices; different values:
+    disjoint ones), and the processes of one set take its devices in turn, the i-th of them in
+    local-rank order the i-th device (SLURM `--gpu-bind=closest` where every task sees all the step's
+    GPUs: `(0,)`; `--gpu-bind=mask_gpu:0x3,0xc`: `(3, 12)`). Empty: the binding does not say;
+    `note` then says why, for the warning.
     A launcher module that binds devices has `device_binding(environ) -> DeviceBinding | None` and says
     so in its registry entry; the engine's device rule consults it for any source.
     """
 
     variable: str
     own: int | None
+    sets: tuple[int, ...] = ()
+    note: str = ""
 
 
 class Builder:

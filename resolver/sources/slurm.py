@@ -168,12 +168,29 @@ def _first_entry(content: str, path: str) -> str:
 
 
 def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
-    """How srun bound GPUs to this task, from `SLURMD_TRES_BIND` (`gpu:per_task:2`, `gpu:single:1`, ...).
+    """How srun bound GPUs to this task, from `SLURMD_TRES_BIND` (`gpu:per_task:2`, `gpu:closest`, ...).
 
-    `--gpus-per-task=N` gives `gpu:per_task:N` and narrows the GPU list of each task to its own N
-    (measured); `--gpu-bind=none` (`gpu:none`) binds nothing; `verbose` only logs. Any other GPU
-    binding (`single:K`, `closest`, `map_gpu:`, `mask_gpu:`) narrows each task's list, but does not
-    make a list of several GPUs the task's own: `own` is None.
+    srun(1), `--gpu-bind` (https://slurm.schedmd.com/srun.html#OPT_gpu-bind): "GPU binding is
+    ignored if there is only one task" (measured: a task alone on its node has no `SLURMD_TRES_BIND`).
+    - `--gpus-per-task=N` gives `gpu:per_task:N` and narrows the GPU list of each task to its own N
+      (measured): `own` is N.
+    - `closest`: "Bind each task to the GPU(s) which are closest" (to its CPUs; from gres.conf's
+      `Cores=`). Where the task sees every GPU the step has on its node (`SLURM_STEP_GPUS`, which
+      SLURM narrows per task like `CUDA_VISIBLE_DEVICES`, lists `SLURM_GPUS_ON_NODE` of them, the
+      step's count on the node, measured inside a job that has more), no task was narrowed and the
+      tasks of the node share one list: `sets` is `(0,)`. Otherwise the tasks see different sets that
+      the environment does not name: nothing to say.
+    - `mask_gpu:M0,M1,...`: "The mapping is specified for a node and identical mapping is applied to
+      the tasks on every node (i.e. the lowest task ID on each node is mapped to the first mask
+      specified in the list, etc.)"; the list is reused when there are more tasks; `M*R` repeats
+      a mask R times; masks are hexadecimal (measured on 22.05: `0x3`, and `3`, are read; `c` is
+      rejected, so a mask of more than one digit must carry `0x` to be read the same by every
+      version). `sets` is the masks in order. Nothing to say when two masks overlap (tasks of
+      different masks see common GPUs), or when the masks name more GPUs than the step has on the
+      node: slurmstepd binds a task whose mask names none of them to the step's first GPU instead,
+      which another task also sees (measured: `--gres=gpu:2 --gpu-bind=mask_gpu:0x3,0xc`).
+    - `none` (`gpu:none`) binds nothing; `verbose` only logs. `single:K` and `map_gpu:` give each
+      task one GPU (the device rule needs no binding for that); several GPUs under them: nothing to say.
     """
     raw = environ.get("SLURMD_TRES_BIND")
     if raw is None:
@@ -185,6 +202,10 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     if options[0] == "none":
         return None
     kind, _, count = options[0].partition(":")
+    if kind == "closest":
+        return _closest(environ)
+    if kind == "mask_gpu":
+        return _masks(environ, [count, *options[1:]])
     if kind != "per_task":
         return DeviceBinding("SLURMD_TRES_BIND", None)
     try:
@@ -192,6 +213,78 @@ def device_binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     except InvalidVariable:
         raise InvalidVariable("SLURMD_TRES_BIND", raw, expected) from None
     return DeviceBinding("SLURMD_TRES_BIND", own)
+
+
+def _step_gpus_on_node(environ: Mapping[str, str]) -> int | None:
+    """`SLURM_GPUS_ON_NODE`: how many GPUs the step has on this node (never narrowed per task), or None."""
+    raw = environ.get("SLURM_GPUS_ON_NODE")
+    return None if raw is None else env.check_integer("SLURM_GPUS_ON_NODE", raw, 0)
+
+
+def _closest(environ: Mapping[str, str]) -> DeviceBinding:
+    """`--gpu-bind=closest`: the node's tasks share one list when this task sees every GPU of the step."""
+    on_node = _step_gpus_on_node(environ)
+    step_gpus = environ.get("SLURM_STEP_GPUS")
+    if on_node is None or step_gpus is None:
+        missing = "SLURM_GPUS_ON_NODE" if on_node is None else "SLURM_STEP_GPUS"
+        note = f"{missing} is not set, so whether this task sees every GPU of its step is unknown"
+        return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+    seen = len(step_gpus.split(",")) if step_gpus else 0
+    if seen != on_node:
+        note = (
+            f"SLURM_STEP_GPUS={step_gpus} lists {seen} of the {on_node} GPUs the step has on this node "
+            "(SLURM_GPUS_ON_NODE), so closest gave the node's tasks different GPUs, which no variable names"
+        )
+        return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+    return DeviceBinding("SLURMD_TRES_BIND", None, sets=(0,))
+
+
+_MASK = re.compile(r"(0[xX][0-9a-fA-F]{1,16}|[0-9])(?:\*([1-9][0-9]{0,3}))?")
+_MAX_MASKS = 4096  # masks after expanding M*R; far more than the tasks of any node
+
+
+def _masks(environ: Mapping[str, str], entries: list[str]) -> DeviceBinding:
+    """`--gpu-bind=mask_gpu:M0,M1,...`: each task's mask, in local-rank order, when they say who shares what."""
+    raw = environ["SLURMD_TRES_BIND"]
+    masks: list[int] = []
+    for item in entries:
+        if item == "verbose":
+            continue
+        match = _MASK.fullmatch(item)
+        if match is None:
+            if re.fullmatch(r"[0-9a-fA-F]+(\*[1-9][0-9]{0,3})?", item):  # no 0x: hex by the docs
+                note = (
+                    f"the mask {item} is read differently by SLURM versions (22.05 rejects `c` and binds the "
+                    "task to the step's first GPU instead); write masks with 0x"
+                )
+                return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+            expected = "gpu:mask_gpu:M,... with masks 0x1 to 0xffffffffffffffff, each optionally *R (R 1-9999)"
+            raise InvalidVariable("SLURMD_TRES_BIND", raw, expected)
+        mask, repeat = int(match[1], 16), int(match[2] or 1)
+        if not mask:
+            note = f"the mask {item} names no GPU"
+            return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+        masks.extend([mask] * repeat)
+        if len(masks) > _MAX_MASKS:
+            return DeviceBinding("SLURMD_TRES_BIND", None, note=f"more than {_MAX_MASKS} masks")
+    if not masks:
+        raise InvalidVariable("SLURMD_TRES_BIND", raw, "gpu:mask_gpu: followed by at least one mask")
+    distinct = sorted(set(masks))
+    for i, first in enumerate(distinct):
+        for second in distinct[i + 1 :]:
+            if first & second:
+                note = f"the masks {first:#x} and {second:#x} share GPUs, so tasks of different masks see the same ones"
+                return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+    named = sum(bin(mask).count("1") for mask in distinct)
+    on_node = _step_gpus_on_node(environ)
+    if on_node is None or named > on_node:
+        step = "SLURM_GPUS_ON_NODE is not set" if on_node is None else f"SLURM_GPUS_ON_NODE={on_node}"
+        note = (
+            f"the masks name {named} GPUs and {step}: a task whose mask names none of the step's GPUs is bound "
+            "to the step's first GPU instead (slurmstepd logs an error), which another task also sees"
+        )
+        return DeviceBinding("SLURMD_TRES_BIND", None, note=note)
+    return DeviceBinding("SLURMD_TRES_BIND", None, sets=tuple(masks))
 
 
 def _workers_per_node(b: Builder) -> None:

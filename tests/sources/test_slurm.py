@@ -382,7 +382,6 @@ def test_a_host_count_too_large_to_print_is_still_a_topology_error(drop: tuple[s
         ("gpu:per_task:2", DeviceBinding("SLURMD_TRES_BIND", 2)),
         ("gpu:verbose,per_task:2", DeviceBinding("SLURMD_TRES_BIND", 2)),
         ("gpu:single:1", DeviceBinding("SLURMD_TRES_BIND", None)),  # --gpu-bind=single:1 (captured)
-        ("gpu:closest", DeviceBinding("SLURMD_TRES_BIND", None)),
         ("gpu:map_gpu:0,1", DeviceBinding("SLURMD_TRES_BIND", None)),
         ("gpu:none", None),
         ("gpu:verbose,none", None),
@@ -391,6 +390,89 @@ def test_a_host_count_too_large_to_print_is_still_a_topology_error(drop: tuple[s
 def test_device_binding_reads_srun_gpu_bind(value: str, binding: DeviceBinding | None) -> None:
     assert slurm.device_binding({"SLURMD_TRES_BIND": value}) == binding
     assert slurm.device_binding({}) is None
+
+
+# --gpu-bind=closest and mask_gpu (issue 27, point 12; captured in tests/captures-hpc/slurm-gpu c*, d*)
+STEP4 = {"SLURM_GPUS_ON_NODE": "4", "SLURM_STEP_GPUS": "0,1,2,3"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "sets", "note"),
+    [
+        (STEP4, (0,), ""),  # the task sees every GPU of the step on its node
+        ({"SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_GPUS": "5,7"}, (0,), ""),
+        ({"SLURM_GPUS_ON_NODE": "4", "SLURM_STEP_GPUS": "2,3"}, (), "lists 2 of the 4 GPUs the step has"),
+        ({"SLURM_STEP_GPUS": "0,1"}, (), "SLURM_GPUS_ON_NODE is not set"),
+        ({"SLURM_GPUS_ON_NODE": "2"}, (), "SLURM_STEP_GPUS is not set"),
+    ],
+)
+def test_closest_shares_the_list_only_when_it_is_the_whole_step(
+    extra: dict[str, str], sets: tuple[int, ...], note: str
+) -> None:
+    found = slurm.device_binding({"SLURMD_TRES_BIND": "gpu:closest", **extra})
+    assert found is not None and (found.own, found.sets) == (None, sets)
+    assert note in found.note and bool(found.note) == bool(note)
+
+
+@pytest.mark.parametrize(
+    ("value", "sets"),
+    [
+        ("gpu:mask_gpu:0x3,0xc", (3, 12)),  # captured
+        ("gpu:mask_gpu:0x3*2,0xc*2", (3, 3, 12, 12)),  # captured
+        ("gpu:verbose,mask_gpu:0x3,0xc", (3, 12)),
+        ("gpu:mask_gpu:0X3,0XC", (3, 12)),
+        ("gpu:mask_gpu:1,2,4,8", (1, 2, 4, 8)),  # one digit: hexadecimal and decimal agree
+        ("gpu:mask_gpu:0xf", (15,)),
+    ],
+)
+def test_mask_gpu_gives_each_local_task_its_mask(value: str, sets: tuple[int, ...]) -> None:
+    assert slurm.device_binding({"SLURMD_TRES_BIND": value, **STEP4}) == DeviceBinding(
+        "SLURMD_TRES_BIND", None, sets=sets
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "gpus_on_node", "note"),
+    [
+        ("gpu:mask_gpu:0x3,0x6", "4", "the masks 0x3 and 0x6 share GPUs"),  # captured
+        ("gpu:mask_gpu:0x3,0xc", "2", "the masks name 4 GPUs and SLURM_GPUS_ON_NODE=2"),  # captured
+        ("gpu:mask_gpu:0x3,0xc", None, "SLURM_GPUS_ON_NODE is not set"),
+        ("gpu:mask_gpu:3,c", "4", "the mask c is read differently"),  # SLURM 22.05 rejected c (captured)
+        ("gpu:mask_gpu:10", "4", "the mask 10 is read differently"),
+        ("gpu:mask_gpu:0x0", "4", "the mask 0x0 names no GPU"),
+        ("gpu:mask_gpu:0x1*4096,0x2", "4", "more than 4096 masks"),
+    ],
+)
+def test_mask_gpu_that_cannot_say_who_shares_what_says_why(value: str, gpus_on_node: str | None, note: str) -> None:
+    env = {"SLURMD_TRES_BIND": value} | ({} if gpus_on_node is None else {"SLURM_GPUS_ON_NODE": gpus_on_node})
+    found = slurm.device_binding(env)
+    assert found is not None and (found.own, found.sets) == (None, ())
+    assert note in found.note
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "gpu:mask_gpu:",
+        "gpu:mask_gpu:0x3,",
+        "gpu:mask_gpu:0xg",
+        "gpu:mask_gpu:0x3*0",
+        "gpu:mask_gpu:0x3*",
+        "gpu:mask_gpu:0x1ffffffffffffffff",
+        "gpu:mask_gpu:-1",
+    ],
+)
+def test_a_malformed_mask_gpu_names_the_variable(value: str) -> None:
+    with pytest.raises(InvalidVariable) as info:
+        slurm.device_binding({"SLURMD_TRES_BIND": value, **STEP4})
+    assert info.value.variable == "SLURMD_TRES_BIND" and info.value.value == value
+    assert "mask" in str(info.value)
+
+
+def test_a_malformed_gpu_count_on_the_node_names_it() -> None:
+    with pytest.raises(InvalidVariable) as info:
+        slurm.device_binding({"SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": "four", "SLURM_STEP_GPUS": "0"})
+    assert info.value.variable == "SLURM_GPUS_ON_NODE" and info.value.value == "four"
 
 
 def test_hostnames_are_the_step_s_nodes_in_node_id_order() -> None:
