@@ -431,6 +431,8 @@ class _Resolution:
             distinct = sorted(set(hosts))
             b.set("node_rank", distinct.index(here), _gathered(f"index of this host among {len(distinct)} sorted"))
             b.set("num_nodes", len(distinct), _gathered("distinct hosts"))
+            if all(is_address(host) for host in distinct):  # a name no record may hold stays out of it
+                b.set("hostnames", tuple(distinct), _gathered("distinct hosts, sorted: node-rank order"))
         if "local_rank" not in b.values:
             b.set("local_rank", on_host.index(rank), _gathered("earlier ranks on this host"))
         if "local_world_size" not in b.values:

@@ -817,3 +817,11 @@ def test_mpi_variables_with_no_launcher_behind_them_are_said_to_be_so() -> None:
     hydra = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
     with pytest.raises(InvalidVariable, match="no launcher stands behind them"):
         resolver.resolve(hydra, singleton)
+
+
+def test_hostnames_come_from_the_gathered_host_names_in_node_rank_order() -> None:
+    """The allgather that numbers the nodes knows the job's hosts: hostnames[node_rank] is this rank's."""
+    from resolver.testing import openmpi_job
+
+    for t in openmpi_job(np=4, hosts=("n2", "n1"), slots=2).resolve():
+        assert t.hostnames == ("n1", "n2") and t.hostnames[t.node_rank] in ("n1", "n2")
