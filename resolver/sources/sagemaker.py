@@ -127,6 +127,7 @@ class SageMaker:
             nodes=(len(hosts.value), Origin.formula(f"count of {hosts.words}", variables=hosts.variables)),
             address=(hosts.value[0], Origin.formula(f"first of {hosts.words}", variables=hosts.variables)),
             per_node=count,
+            hosts=(tuple(hosts.value), Origin.formula(hosts.words, variables=hosts.variables)),  # node i is host i
             default_port=(
                 DEFAULT_PORT,
                 Origin.default(f"{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)"),

@@ -99,9 +99,11 @@ class TpuVm:
             )
         per_slice = len(hosts)
         address: Fact[str] = (hosts[0], Origin.formula(f"first worker of {listed} (worker 0)", variables=(listed,)))
+        listed_hosts: Fact[tuple[str, ...]] | None = None
         if "MEGASCALE_COORDINATOR_ADDRESS" not in environ:
             node = worker
             nodes = (per_slice, Origin.formula(f"count of {listed}", variables=(listed,)))
+            listed_hosts = tuple(hosts), Origin.env(listed)  # one slice: worker i is node i
         else:
             raw = environ["MEGASCALE_COORDINATOR_ADDRESS"]
             address = (
@@ -131,4 +133,4 @@ class TpuVm:
                     variables=(listed, "MEGASCALE_NUM_SLICES"),
                 ),
             )
-        return agent(b, node=node, nodes=nodes, address=address)
+        return agent(b, node=node, nodes=nodes, address=address, hosts=listed_hosts)

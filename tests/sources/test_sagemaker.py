@@ -92,3 +92,11 @@ def test_a_bad_resource_config_file_is_named() -> None:
     with pytest.raises(InvalidVariable) as info:
         resolver.resolve({"SM_CURRENT_HOST": "algo-1"}, probes.fake(files={CONFIG: "not json"}))
     assert info.value.variable == CONFIG
+
+
+def test_hostnames_are_the_training_hosts_in_node_rank_order() -> None:
+    from resolver.testing import sagemaker_job
+
+    for t in sagemaker_job().resolve():
+        assert t.hostnames is not None and t.num_nodes == len(t.hostnames)
+        assert t.hostnames[0] == t.main_address

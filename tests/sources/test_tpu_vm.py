@@ -76,3 +76,11 @@ def test_errors_name_the_variable(environ: dict[str, str], variable: str) -> Non
         resolver.resolve(environ, probes.fake())
     assert info.value.variable == variable
     assert isinstance(info.value, InvalidVariable) or variable == "MEGASCALE_SLICE_ID"
+
+
+def test_hostnames_are_the_slice_s_workers_in_worker_order() -> None:
+    from resolver.testing import tpu_vm_job
+
+    for t in tpu_vm_job().resolve():
+        assert t.hostnames is not None and t.num_nodes == len(t.hostnames)
+        assert t.hostnames[0] == t.main_address
