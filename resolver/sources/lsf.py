@@ -191,6 +191,7 @@ class Lsf:
         b.formula("main_address", next(iter(index)), f"first compute host of {RANKFILE} ({path})", RANKFILE)
         if len(index) <= world:
             b.formula("num_nodes", len(index), f"distinct {where}", RANKFILE)
+            b.formula("hostnames", tuple(index), f"{where}, in order of first appearance", RANKFILE)
         else:
             b.warn(
                 f"{RANKFILE} lists {len(index)} compute hosts but JSM_NAMESPACE_SIZE={world}: jsrun runs on only "

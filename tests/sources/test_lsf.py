@@ -528,3 +528,11 @@ def test_any_rankfile_and_hostname_give_a_topology_or_a_topology_error(text: str
     except TopologyError:
         return
     assert t.source == "lsf"
+
+
+def test_hostnames_are_the_rankfile_s_compute_hosts_in_node_rank_order() -> None:
+    from resolver.testing import lsf_env
+
+    task = lsf_env(rank=4, hosts=("a01n01", "a01n02"), tasks_per_host=3)
+    t = resolver.resolve(task.environ, task.probes())
+    assert t.hostnames == ("a01n01", "a01n02") and t.hostnames[t.node_rank] == "a01n02"
