@@ -67,6 +67,9 @@ def test_summit_like_job_from_a_real_file(tmp_path: Path) -> None:
         "creates_processes_externally": Origin.rule("lsf: jsrun starts every task"),
         "main_address": Origin.formula(f"first compute host of LSB_DJOB_RANKFILE ({path})", variables=rankfile),
         "num_nodes": Origin.formula(f"distinct compute hosts of LSB_DJOB_RANKFILE ({path})", variables=rankfile),
+        "hostnames": Origin.formula(
+            f"compute hosts of LSB_DJOB_RANKFILE ({path}), in order of first appearance", variables=rankfile
+        ),
         "node_rank": Origin.formula(
             f"index of hostname 'a01n02' among compute hosts of LSB_DJOB_RANKFILE ({path})", variables=rankfile
         ),
