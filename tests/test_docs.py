@@ -88,6 +88,8 @@ def test_the_python_examples_run(page: Path) -> None:
         require_module("torch", "torch")
     if re.search(r"^\s*(import|from) lightning\b", text, re.M):
         require_module("lightning", "lightning")
+    if re.search(r"^\s*(import|from) jax\b", text, re.M):
+        require_module("jax", "jax")
     out = subprocess.run(
         [sys.executable, "-c", DRIVER, page_id(page), json.dumps(code)],
         cwd=ROOT,
