@@ -319,7 +319,7 @@ def test_the_built_reference_links_and_titles_no_private_module() -> None:
         p.stat().st_mtime for p in sources
     ):
         message = "site/ is missing or older than the sources: build it with the README's docs command"
-        if IN_CI:
+        if IN_CI and (ROOT / ".git").exists():  # CI's checkout builds the site first; an unpacked sdist has none
             pytest.fail(message)
         pytest.skip(message)
     found = {page.name: sorted(set(PRIVATE_NAME.findall(page.read_text()))) for page in site.glob("*.html")}
