@@ -55,7 +55,7 @@ def _declared(path: list[str]) -> bool:
     (a FIFO or device there is skipped, not waited for).
     """
     require_probes()
-    from probes.live import MAX_FILE_BYTES, file_bytes
+    from probes.live import MAX_FILE_BYTES, file_bytes  # after require_probes: a user's probes.py may shadow ours
 
     marker = f"[{ENTRY_POINT_GROUP}]".encode()
     for folder in path:
@@ -81,7 +81,7 @@ def _declared(path: list[str]) -> bool:
 
 
 def _load_entry_points() -> Iterator[Source]:
-    from importlib.metadata import entry_points
+    from importlib.metadata import entry_points  # only when the scan found a plugin: it costs more than a resolve
 
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
@@ -256,10 +256,10 @@ def require_probes() -> None:
     this names it (`ProbesShadowed`, a `TopologyError` and an `ImportError`) instead of failing with
     "'probes' is not a package".
     """
-    import probes
+    import probes  # the import this function checks
 
     if getattr(probes, "__distribution__", None) != "cluster-topology":
-        from resolver._shadow import ProbesShadowed
+        from resolver._shadow import ProbesShadowed  # the error's module, only on the error's path
 
         raise ProbesShadowed.of(probes)
 
@@ -272,7 +272,7 @@ class _LiveOnFirstUse:
 
     def __getattr__(self, name: str) -> Any:
         require_probes()
-        from probes import live
+        from probes import live  # after require_probes: a user's probes.py may shadow ours
 
         if name not in live.NAMES:
             raise AttributeError(f"the live probes have no probe {name!r}")

@@ -60,7 +60,7 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
         # only MPI ranks get here: probes.tcp (socket) would add 5.8% to `--format env` under callgrind, and a
         # source module is imported only when needed, as the registry does (mpi: 1.8%)
         from probes.tcp import TcpComm
-        from resolver.sources.mpi import launcher
+        from resolver.sources.mpi import launcher  # the MPI source module: as above
 
         found = launcher(environ)
         missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in environ]

@@ -83,7 +83,7 @@ class _Offline:
         if path not in self.files:
             raise _unanswered("read_text", f"pass --file {path} (or --file {path}=COPY) to read {path!r}")
         require_probes()
-        from probes import live
+        from probes import live  # after require_probes: a user's probes.py may shadow ours
 
         return live.read_text(self.files[path])
 

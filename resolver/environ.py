@@ -115,9 +115,10 @@ def integer(
     minimum: int = 0,
     maximum: int | None = None,
     source: str | None = None,
+    expected: str | None = None,
 ) -> int:
-    """A required non-negative decimal integer."""
-    raw = text(environ, name, source=source, expected=f"a decimal integer >= {minimum}")
+    """A required non-negative decimal integer; `expected` says what a missing one would have held."""
+    raw = text(environ, name, source=source, expected=expected or f"a decimal integer >= {minimum}")
     return check_integer(name, raw, minimum, maximum)
 
 
@@ -134,9 +135,9 @@ def check_port(name: str, raw: str) -> int:
     return check_integer(name, raw, 1, 65535, "a TCP port 1..65535")
 
 
-def port(environ: Environ, name: str, *, source: str | None = None) -> int:
-    """A required TCP port, 1..65535."""
-    return check_port(name, text(environ, name, source=source, expected="a TCP port 1..65535"))
+def port(environ: Environ, name: str, *, source: str | None = None, expected: str | None = None) -> int:
+    """A required TCP port, 1..65535; `expected` says what a missing one would have held."""
+    return check_port(name, text(environ, name, source=source, expected=expected or "a TCP port 1..65535"))
 
 
 def _ipv6(text: str) -> bool:
@@ -193,6 +194,6 @@ def is_loopback(address: str) -> bool:
     return parsed.is_loopback or parsed.is_unspecified
 
 
-def address(environ: Environ, name: str, *, source: str | None = None) -> str:
-    """A required host name or IP address."""
-    return check_address(name, text(environ, name, source=source, expected="a host name or IP address"))
+def address(environ: Environ, name: str, *, source: str | None = None, expected: str | None = None) -> str:
+    """A required host name or IP address; `expected` says what a missing one would have held."""
+    return check_address(name, text(environ, name, source=source, expected=expected or "a host name or IP address"))

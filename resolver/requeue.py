@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
+from resolver._detect import resolve
 from resolver.errors import InvalidSettings, InvalidVariable, MissingVariable
 
 __all__ = ["SIGNALS", "Requeue", "Runner", "job_id", "on_signal"]
@@ -119,7 +120,5 @@ def on_signal(
     """
     env = os.environ if environ is None else environ
     if rank is None:
-        from resolver._detect import resolve
-
         rank = resolve(env).global_rank
     return Requeue(callback, signum=signum, environ=env, rank=rank, runner=runner).install()

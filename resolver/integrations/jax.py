@@ -47,8 +47,10 @@ port with `InvalidSettings`, before JAX is imported; JAX is imported only when `
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from resolver._detect import require_probes, resolve
@@ -57,8 +59,6 @@ from resolver.integrations import missing
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
-    import logging
-
     from probes import Probes
 
 __all__ = [
@@ -74,9 +74,7 @@ __all__ = [
 
 
 def _log() -> logging.Logger:
-    """This module's logger; `logging` is imported only when there is something to say (start-up cost)."""
-    import logging
-
+    """This module's logger."""
     return logging.getLogger(__name__)
 
 
@@ -134,9 +132,8 @@ def coordinator_port(
         restart_count=topology.restart_count if topology.restart_count is not None else 0,
     )
     try:
-        from datetime import timedelta
-
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]  # re-exported from torch._C
+        # torch is an optional extra, imported only here; the ignore: TCPStore is re-exported from torch._C
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
     except ImportError as exc:
         raise missing(__name__, "torch (to reach torchrun's agent store)", "torch", exc) from exc
     where = f"torchrun's agent store at {address}:{port} ({AGENT_STORE}=True)"
@@ -144,7 +141,7 @@ def coordinator_port(
     if topology.global_rank == 0:
         if probes is None:
             require_probes()
-            from probes import live
+            from probes import live  # after require_probes: a user's probes.py may shadow ours
 
             chosen = live.free_port()
         else:
@@ -194,7 +191,7 @@ def initialize(
     topology = resolve(env, probes)
     keywords = arguments(topology)  # a record without an endpoint fails here, before JAX
     try:
-        import jax
+        import jax  # an optional extra, imported only by the call that needs it
     except ImportError as exc:
         raise missing(__name__, "jax", "jax", exc) from exc
     if "coordinator_address" not in overrides:

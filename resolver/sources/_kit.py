@@ -210,9 +210,11 @@ class Builder:
 
     # -- readers: the variable once, checked, recorded ------------------------------------------
 
-    def integer(self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None) -> int:
-        """A required decimal integer from `variable`."""
-        value = integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source)
+    def integer(
+        self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None
+    ) -> int:
+        """A required decimal integer from `variable`; `expected`: what a missing one would have held."""
+        value = integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source, expected=expected)
         return self.set(field, value, Origin.env(variable))
 
     def optional_integer(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
@@ -231,25 +233,28 @@ class Builder:
         value = self.environ.get(variable)
         return None if value is None else self.set(field, value, Origin.env(variable))
 
-    def address(self, variable: str, field: str = "main_address") -> str:
-        """A required host name or IP address."""
-        return self.set(field, address(self.environ, variable, source=self.source), Origin.env(variable))
+    def address(self, variable: str, *, expected: str | None = None) -> str:
+        """The main address (``main_address``) from `variable`, required: a host name or IP address."""
+        value = address(self.environ, variable, source=self.source, expected=expected)
+        return self.set("main_address", value, Origin.env(variable))
 
-    def optional_address(self, variable: str = "MASTER_ADDR", field: str = "main_address") -> str | None:
-        """The main address from `variable` when it is set."""
+    def optional_address(self, variable: str = "MASTER_ADDR") -> str | None:
+        """The main address from `variable` when it is set; None (and nothing recorded) otherwise."""
         if variable not in self.environ:
             return None
-        return self.set(field, check_address(variable, self.environ[variable]), Origin.env(variable))
+        return self.set("main_address", check_address(variable, self.environ[variable]), Origin.env(variable))
 
-    def port(self, variable: str, field: str = "main_port") -> int:
-        """A required TCP port."""
-        return self.set(field, port(self.environ, variable, source=self.source), Origin.env(variable))
+    def port(self, variable: str, *, expected: str | None = None) -> int:
+        """The main port (``main_port``) from `variable`, required: a TCP port."""
+        return self.set(
+            "main_port", port(self.environ, variable, source=self.source, expected=expected), Origin.env(variable)
+        )
 
-    def optional_port(self, variable: str = "MASTER_PORT", field: str = "main_port") -> int | None:
-        """The main port from `variable` when it is set."""
+    def optional_port(self, variable: str = "MASTER_PORT") -> int | None:
+        """The main port from `variable` when it is set; None (and nothing recorded) otherwise."""
         if variable not in self.environ:
             return None
-        return self.set(field, check_port(variable, self.environ[variable]), Origin.env(variable))
+        return self.set("main_port", check_port(variable, self.environ[variable]), Origin.env(variable))
 
     def facts(self, facts: JobFacts) -> None:
         """Record a scheduler's job facts (see `JobFacts`)."""

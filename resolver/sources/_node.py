@@ -70,6 +70,7 @@ __all__ = [
     "address_list",
     "agent",
     "detect_agent",
+    "named_agent",
     "node_count",
     "optional_port",
     "per_node",
@@ -232,3 +233,15 @@ def agent(
         b.set("main_port", *default_port)
     b.rule("creates_processes_externally", False, "a node agent starts its node's workers itself")
     return b.build()
+
+
+def named_agent(b: Builder, *, node: str, nodes: str, address: str) -> Topology:
+    """The agent of a platform that names the node index, the node count and node 0's address in three
+    variables (Azure ML's PyTorch distribution, LeaderWorkerSet, Volcano's pytorch plugin); `b` already
+    holds the platform's job facts, and the port follows `agent`'s rule."""
+    return agent(
+        b,
+        node=read(b.environ, node),
+        nodes=read(b.environ, nodes, minimum=1),
+        address=read_address(b.environ, address, source=b.source),
+    )

@@ -84,6 +84,8 @@ class Entry:
 
 
 _SOURCES = "resolver.sources"
+_GRIDENGINE = all_of("JOB_ID", "SGE_TASK_ID")
+_PBS = all_of("PBS_JOBID", "PBS_ENVIRONMENT")
 
 ENTRIES: tuple[Entry, ...] = (
     Entry(
@@ -115,20 +117,9 @@ ENTRIES: tuple[Entry, ...] = (
         ),
         testing=("openmpi", "mpich"),
     ),
-    Entry(
-        "gridengine",
-        f"{_SOURCES}.gridengine:GridEngine",
-        all_of("JOB_ID", "SGE_TASK_ID"),
-        facts=all_of("JOB_ID", "SGE_TASK_ID"),
-        endpoint=all_of("JOB_ID", "SGE_TASK_ID"),
-    ),
-    Entry(
-        "pbs",
-        f"{_SOURCES}.pbs:Pbs",
-        all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
-        facts=all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
-        endpoint=all_of("PBS_JOBID", "PBS_ENVIRONMENT"),
-    ),
+    # one process per job, whose variables every process of the job has, MPI ranks inside it too
+    Entry("gridengine", f"{_SOURCES}.gridengine:GridEngine", _GRIDENGINE, facts=_GRIDENGINE, endpoint=_GRIDENGINE),
+    Entry("pbs", f"{_SOURCES}.pbs:Pbs", _PBS, facts=_PBS, endpoint=_PBS),
     # node-level platforms: the process a platform started on a node, with no launcher around it
     Entry("kubeflow_trainer", f"{_SOURCES}.kubeflow_trainer:KubeflowTrainer", any_of("PET_NNODES")),
     Entry(

@@ -32,7 +32,7 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import agent, read, read_address, started_inside
+from resolver.sources._node import named_agent, read_address, started_inside
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -111,9 +111,4 @@ class AzureMl:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        return agent(
-            b,
-            node=read(environ, "NODE_RANK"),
-            nodes=read(environ, "WORLD_SIZE", minimum=1),
-            address=read_address(environ, "MASTER_ADDR", source=NAME),
-        )
+        return named_agent(b, node="NODE_RANK", nodes="WORLD_SIZE", address="MASTER_ADDR")

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.errors import MissingVariable
 from resolver.sources import Builder, Detection
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -56,12 +55,6 @@ VARIABLES = (
 _SET_BY = "set by DeepSpeed's launcher for every worker"
 
 
-def _required(environ: Mapping[str, str], variable: str, what: str) -> None:
-    """DeepSpeed writes every one of its variables: a missing one says so, and what it would have held."""
-    if variable not in environ:
-        raise MissingVariable(variable, f"{what}, {_SET_BY}", source=NAME)
-
-
 class DeepSpeed:
     """A worker started by DeepSpeed's own launcher (``deepspeed.launcher.launch``)."""
 
@@ -81,11 +74,8 @@ class DeepSpeed:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         for field, variable, what, minimum in VARIABLES:
-            _required(environ, variable, what)
-            b.integer(field, variable, minimum=minimum)
-        _required(environ, "MASTER_ADDR", "the main endpoint's --master_addr")
-        _required(environ, "MASTER_PORT", "the main endpoint's --master_port")
-        b.address("MASTER_ADDR")
-        b.port("MASTER_PORT")
+            b.integer(field, variable, minimum=minimum, expected=f"{what}, {_SET_BY}")
+        b.address("MASTER_ADDR", expected=f"the main endpoint's --master_addr, {_SET_BY}")
+        b.port("MASTER_PORT", expected=f"the main endpoint's --master_port, {_SET_BY}")
         b.rule("creates_processes_externally", True, "deepspeed: its launcher starts every worker")
         return b.build()

@@ -147,12 +147,6 @@ def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     return job_port(job, "FLUX_JOB_ID", base=PORT_BASE, span=PORT_SPAN, variables=("FLUX_JOB_ID",))
 
 
-def _required(b: Builder, field: str, variable: str, what: str, minimum: int = 0) -> int:
-    """`field` from `variable`; a missing one is named with what it is and who sets it."""
-    env.text(b.environ, variable, source=NAME, expected=f"{what}, {_SET_BY}")
-    return b.integer(field, variable, minimum=minimum)
-
-
 class Flux:
     """A task started by Flux's job shell (``flux run``, ``flux submit``, ``flux bulksubmit``)."""
 
@@ -186,10 +180,10 @@ class Flux:
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
-        rank = _required(b, "global_rank", "FLUX_TASK_RANK", "the task's global rank")
-        size = _required(b, "world_size", "FLUX_JOB_SIZE", "the job's task count", 1)
-        _required(b, "local_rank", "FLUX_TASK_LOCAL_ID", "the task's rank on its node")
-        nodes = _required(b, "num_nodes", "FLUX_JOB_NNODES", "the job's node count", 1)
+        rank = b.integer("global_rank", "FLUX_TASK_RANK", expected=f"the task's global rank, {_SET_BY}")
+        size = b.integer("world_size", "FLUX_JOB_SIZE", minimum=1, expected=f"the job's task count, {_SET_BY}")
+        b.integer("local_rank", "FLUX_TASK_LOCAL_ID", expected=f"the task's rank on its node, {_SET_BY}")
+        nodes = b.integer("num_nodes", "FLUX_JOB_NNODES", minimum=1, expected=f"the job's node count, {_SET_BY}")
         b.rule("creates_processes_externally", True, "flux: the job shell starts every task")
         b.facts(job_facts(environ))
         if nodes == 1:

@@ -62,15 +62,13 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
-    first_host_here,
     host_file,
-    job_endpoint,
     job_port,
     launched_inside,
     one_process,
-    read_host_file,
     refuse_rank,
 )
+from resolver.sources._hostfile import HostFileJob
 from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
@@ -81,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANDIDATES",
     "HOSTFILE",
+    "JOB",
     "NAME",
     "PORT_BASE",
     "PORT_SPAN",
@@ -105,11 +104,6 @@ PORT_BASE = 20000
 PORT_SPAN = 10000
 PORT_STRIDE = 8191  # prime to PORT_SPAN: consecutive job ids get distinct ports
 RESTART_FLAGS = {"0": 0, "1": 1, "2": 1}  # RESTARTED -> restart_count (at least once)
-
-
-def in_job(environ: Mapping[str, str]) -> bool:
-    """Whether Grid Engine started this process or one of its ancestors (JOB_ID and SGE_TASK_ID set)."""
-    return CANDIDATES.met(environ)
 
 
 def _job_id(environ: Mapping[str, str]) -> int:
@@ -194,30 +188,10 @@ def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
     return [(words[0], int(words[1])) for words in host_file(text, HOSTFILE, path, columns=_COLUMNS, counted=True)]
 
 
-def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, Origin] | None:
-    """The first host of ``PE_HOSTFILE`` and its origin, when it is this host; None otherwise.
-
-    The master task's host, where Open MPI's and MPICH's launchers put rank 0. None where the file
-    cannot be read (it is written on the master host only), and None where this host (the hostname
-    probe) is another one: ranks that ``mpirun -host`` placed elsewhere, with a spool every host
-    reads, must not be sent to a host that runs none of them. A malformed file is an error.
-    """
-    if not in_job(environ):
-        return None
-    hosts = read_host_file(environ, probes, HOSTFILE, columns=_COLUMNS, counted=True)
-    return first_host_here(environ, probes, HOSTFILE, hosts)
-
-
-def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
-    """What Grid Engine gives the MPI ranks inside its job: the job's port, and on one node the first
-    PE host when it is this host (`main_host`).
-
-    Across nodes the address is left to the MPI exchange, which the node ranks need anyway: a file
-    that only the master host has must not decide whether a rank joins a collective.
-    """
-    if not in_job(environ):
-        return {}
-    return job_endpoint(default_port(environ), main_host(environ, probes) if one_node else None)
+JOB = HostFileJob(CANDIDATES, HOSTFILE, default_port, columns=_COLUMNS, counted=True)
+in_job = JOB.in_job
+main_host = JOB.main_host
+main_endpoint = JOB.main_endpoint
 
 
 def _slots_here(environ: Mapping[str, str]) -> tuple[int, Origin] | None:

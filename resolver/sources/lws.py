@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import agent, detect_agent, read, read_address
+from resolver.sources._node import detect_agent, named_agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -78,9 +78,4 @@ class Lws:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        return agent(
-            b,
-            node=read(environ, "LWS_WORKER_INDEX"),
-            nodes=read(environ, "LWS_GROUP_SIZE", minimum=1),
-            address=read_address(environ, "LWS_LEADER_ADDRESS", source=NAME),
-        )
+        return named_agent(b, node="LWS_WORKER_INDEX", nodes="LWS_GROUP_SIZE", address="LWS_LEADER_ADDRESS")

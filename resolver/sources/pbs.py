@@ -69,13 +69,12 @@ from resolver.sources import (
     JobFacts,
     first_host_here,
     host_file,
-    job_endpoint,
     job_port,
     launched_inside,
     one_process,
-    read_host_file,
     refuse_rank,
 )
+from resolver.sources._hostfile import HostFileJob
 from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
@@ -87,6 +86,7 @@ __all__ = [
     "CANDIDATES",
     "ENVIRONMENTS",
     "HOSTFILE",
+    "JOB",
     "NAME",
     "PORT_BASE",
     "PORT_SPAN",
@@ -112,11 +112,6 @@ PORT_STRIDE = 8191  # prime to PORT_SPAN
 # 1234.server, 1234[].server (an array), 1234[7].server (a subjob), Torque's 1234-7.server; server optional
 _JOB_ID = re.compile(r"([0-9]{1,18})(?:\[([0-9]{0,18})\]|-([0-9]{1,18}))?(?:\.[A-Za-z0-9_.-]+)?")
 _JOB_ID_EXPECTED = "a PBS job id: SEQUENCE[.SERVER], SEQUENCE[INDEX].SERVER or SEQUENCE-INDEX.SERVER"
-
-
-def in_job(environ: Mapping[str, str]) -> bool:
-    """Whether PBS started this process or one of its ancestors (PBS_JOBID and PBS_ENVIRONMENT set)."""
-    return CANDIDATES.met(environ)
 
 
 def _job_id(environ: Mapping[str, str]) -> tuple[int, int | None]:
@@ -193,26 +188,10 @@ def node_hosts(text: str, path: str) -> list[str]:
     return [words[0] for words in host_file(text, HOSTFILE, path, columns="host")]
 
 
-def main_host(environ: Mapping[str, str], probes: Probes) -> tuple[str, Origin] | None:
-    """The first host of ``PBS_NODEFILE`` and its origin, when it is this host; None otherwise.
-
-    The mother superior: where PBS runs the job script and the MPI launchers put rank 0. None where
-    the file cannot be read, and None where this host (the hostname probe) is another one, so that
-    ranks placed elsewhere (``mpiexec -hosts``) are not sent to a host that has none of them.
-    """
-    if not in_job(environ):
-        return None
-    return first_host_here(environ, probes, HOSTFILE, read_host_file(environ, probes, HOSTFILE))
-
-
-def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool) -> JobFacts:
-    """What PBS gives the MPI ranks inside its job: the job's port, and on one node the mother superior.
-
-    Across nodes the address is left to the MPI exchange, which the node ranks need anyway.
-    """
-    if not in_job(environ):
-        return {}
-    return job_endpoint(default_port(environ), main_host(environ, probes) if one_node else None)
+JOB = HostFileJob(CANDIDATES, HOSTFILE, default_port)
+in_job = JOB.in_job
+main_host = JOB.main_host
+main_endpoint = JOB.main_endpoint
 
 
 def _slots_here(environ: Mapping[str, str], probes: Probes) -> tuple[int, Origin] | None:
@@ -221,7 +200,7 @@ def _slots_here(environ: Mapping[str, str], probes: Probes) -> tuple[int, Origin
     ppn = env.optional_integer(environ, "PBS_NUM_PPN", minimum=1)
     if ppn is not None:
         return ppn, Origin.env("PBS_NUM_PPN")
-    lines = read_host_file(environ, probes, HOSTFILE)
+    lines = JOB.hosts(environ, probes)
     if first_host_here(environ, probes, HOSTFILE, lines) is None or lines is None:
         return None
     slots = sum(1 for words in lines if words[0] == lines[0][0])
@@ -273,7 +252,7 @@ class Pbs:
         job = environ["PBS_JOBID"]
         for variable in TASK_VARIABLES:
             env.optional_integer(environ, variable)  # malformed values are named even if unused
-        lines = read_host_file(environ, probes, HOSTFILE)
+        lines = JOB.hosts(environ, probes)
         nodes = (
             len(dict.fromkeys(words[0] for words in lines))
             if lines is not None

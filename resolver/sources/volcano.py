@@ -44,7 +44,7 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent, read, read_address
+from resolver.sources._node import agent, detect_agent, named_agent, read
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -88,12 +88,7 @@ class Volcano:
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         if all(name in environ for name in PYTORCH_VARIABLES):  # MASTER_PORT, else 29500: `agent`'s rule
-            return agent(
-                b,
-                node=read(environ, "RANK"),
-                nodes=read(environ, "WORLD_SIZE", minimum=1),
-                address=read_address(environ, "MASTER_ADDR", source=NAME),
-            )
+            return named_agent(b, node="RANK", nodes="WORLD_SIZE", address="MASTER_ADDR")
         keys = tasks(environ)
         index_variable = (
             "VC_TASK_INDEX" if "VC_TASK_INDEX" in environ or "VK_TASK_INDEX" not in environ else "VK_TASK_INDEX"

@@ -221,7 +221,7 @@ def changed_fields(launch: attrs.AttrsInstance) -> dict[str, Any]:
 
 def host_names(count: int, *, prefix: str | None = None) -> SearchStrategy[tuple[str, ...]]:
     """`count` distinct host names: a numbered family (ci1, rack1-n07) or arbitrary DNS-like names."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     numbered = st.tuples(
         st.sampled_from([prefix] if prefix else ["ci", "node", "gpu-", "rack1-n"]),
@@ -239,7 +239,7 @@ def host_names(count: int, *, prefix: str | None = None) -> SearchStrategy[tuple
 
 def mpi_master() -> SearchStrategy[dict[str, str]]:
     """MASTER_ADDR/MASTER_PORT exported to every rank (``mpirun -x``), or nothing (the comm finds them)."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     return st.one_of(
         st.just({}),
@@ -253,7 +253,7 @@ def jobs_on_hosts(
     """A launcher's ``_jobs`` strategy: the jobs of the launches ``launch(draw, count)`` describes on
     `count` hosts, 1 to ``min(3, most_hosts)``; with `master`, an MPI launch's, MASTER_ADDR/MASTER_PORT
     exported to every rank or not (`mpi_master`)."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     @st.composite
     def build(draw: DrawFn) -> Job:

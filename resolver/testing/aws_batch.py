@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["LAUNCHER", "AwsBatchLaunch", "AwsBatchNode", "aws_batch_env", "aws_b
 
 
 @attrs.frozen(kw_only=True)
-class AwsBatchLaunch(Launch):
+class AwsBatchLaunch(kit.Launch):
     """An MNP job of `num_nodes` nodes whose main node is index `main_node`, on attempt `attempt`.
 
     Node i has the private IPv4 address ``10.0.{subnet}.{10 + i}`` and the host name
@@ -34,11 +34,11 @@ class AwsBatchLaunch(Launch):
     """
 
     launcher = "aws_batch"
-    num_nodes: int = attrs.field(default=2, validator=positive)
-    main_node: int = attrs.field(default=0, validator=not_negative)
+    num_nodes: int = attrs.field(default=2, validator=kit.positive)
+    main_node: int = attrs.field(default=0, validator=kit.not_negative)
     job_id: str = "4d9a1c2e-7b3f-4e8a-9c6d-1f2e3a4b5c6d"
-    attempt: int = attrs.field(default=1, validator=positive)
-    subnet: int = attrs.field(default=3, validator=not_negative)
+    attempt: int = attrs.field(default=1, validator=kit.positive)
+    subnet: int = attrs.field(default=3, validator=kit.not_negative)
 
     def __attrs_post_init__(self) -> None:
         if self.main_node >= self.num_nodes:
@@ -51,7 +51,7 @@ class AwsBatchLaunch(Launch):
         return f"ip-10-0-{self.subnet}-{10 + node}.ec2.internal"
 
     def process(self, node: int) -> Process:
-        index_in("node", node, self.num_nodes, "the job has nodes")
+        kit.index_in("node", node, self.num_nodes, "the job has nodes")
         env = {
             "AWS_BATCH_CE_NAME": "training-ce",
             "AWS_BATCH_JOB_ATTEMPT": str(self.attempt),
@@ -73,20 +73,22 @@ class AwsBatchLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class AwsBatchNode(AwsBatchLaunch, ByNode):
+class AwsBatchNode(AwsBatchLaunch, kit.ByNode):
     """Node `node` of an `AwsBatchLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-aws_batch_job = job_builder(
+aws_batch_job = kit.job_builder(
     AwsBatchLaunch, doc="Every node of one AWS Batch multi-node parallel job; the keywords are `AwsBatchLaunch`'s."
 )
-aws_batch_env = env_builder(AwsBatchNode, doc="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s.")
+aws_batch_env = kit.env_builder(
+    AwsBatchNode, doc="Node `node`'s environment; the other keywords are `AwsBatchLaunch`'s."
+)
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:

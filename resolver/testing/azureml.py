@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -25,13 +25,13 @@ __all__ = ["LAUNCHER", "AzureMlLaunch", "AzureMlNode", "azureml_env", "azureml_j
 
 
 @attrs.frozen(kw_only=True)
-class AzureMlLaunch(Launch):
+class AzureMlLaunch(kit.Launch):
     """A command job on `instances` nodes of a compute cluster; node i's IP is ``10.0.0.{4 + i}``."""
 
     launcher = "azureml"
-    instances: int = attrs.field(default=2, validator=positive)
+    instances: int = attrs.field(default=2, validator=kit.positive)
     run_id: str = "bert_1701600000_5f3c2a1b"
-    port: int = attrs.field(default=6105, validator=positive)
+    port: int = attrs.field(default=6105, validator=kit.positive)
 
     def process(self, node: int) -> Process:
         env = {
@@ -40,7 +40,7 @@ class AzureMlLaunch(Launch):
             "AZUREML_RUN_ID": self.run_id,
             "MASTER_ADDR": "10.0.0.4",
             "MASTER_PORT": str(self.port),
-            "NODE_RANK": str(index_in("node", node, self.instances, "the job has nodes")),
+            "NODE_RANK": str(kit.index_in("node", node, self.instances, "the job has nodes")),
             "WORLD_SIZE": str(self.instances),
         }
         return Process(environ=env, hostname=f"10.0.0.{4 + node}", node=node)
@@ -50,18 +50,18 @@ class AzureMlLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class AzureMlNode(AzureMlLaunch, ByNode):
+class AzureMlNode(AzureMlLaunch, kit.ByNode):
     """Node `node` of an `AzureMlLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-azureml_job = job_builder(AzureMlLaunch, doc="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.")
-azureml_env = env_builder(AzureMlNode, doc="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.")
+azureml_job = kit.job_builder(AzureMlLaunch, doc="Every node of one Azure ML job; `AzureMlLaunch`'s keywords.")
+azureml_env = kit.env_builder(AzureMlNode, doc="Node `node`'s environment; the other keywords are `AzureMlLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(AzureMlLaunch, instances=st.integers(1, min(8, most)), port=st.integers(1024, 65535))
     return launches.map(AzureMlLaunch.job)

@@ -16,18 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import (
-    ByRank,
-    Launch,
-    capacities,
-    distinct_hosts,
-    env_builder,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    to_hosts,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -39,7 +28,7 @@ _DEFAULT_PORT = 29500  # deepspeed.constants.TORCH_DISTRIBUTED_DEFAULT_PORT
 
 
 @attrs.frozen(kw_only=True)
-class DeepSpeedLaunch(Launch):
+class DeepSpeedLaunch(kit.Launch):
     """``deepspeed --num_gpus N script.py`` on `hosts` (a hostfile's hosts, in its order).
 
     `num_gpus` is the slots per host (one number, or one per host as a hostfile's ``slots=`` give).
@@ -50,13 +39,13 @@ class DeepSpeedLaunch(Launch):
     """
 
     launcher = "deepspeed"
-    hosts: tuple[str, ...] = attrs.field(default=("localhost",), converter=to_hosts, validator=distinct_hosts)
+    hosts: tuple[str, ...] = attrs.field(default=("localhost",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     num_gpus: int | tuple[int, ...] = 1
     master_addr: str | None = None
-    master_port: int = attrs.field(default=_DEFAULT_PORT, validator=positive)
+    master_port: int = attrs.field(default=_DEFAULT_PORT, validator=kit.positive)
 
     def slots(self) -> list[int]:
-        slots = capacities(self.num_gpus, len(self.hosts))
+        slots = kit.capacities(self.num_gpus, len(self.hosts))
         if min(slots) < 1:
             raise ValueError(f"num_gpus={self.num_gpus!r}: at least one slot per host")
         return slots
@@ -67,7 +56,7 @@ class DeepSpeedLaunch(Launch):
 
     def process(self, rank: int) -> Process:
         placement, slots = self.placement(), self.slots()
-        index_in("rank", rank, len(placement), "the launch has ranks")
+        kit.index_in("rank", rank, len(placement), "the launch has ranks")
         node = placement[rank]
         address = self.master_addr or ("127.0.0.1" if len(self.hosts) == 1 else self.hosts[0])
         env = {
@@ -89,32 +78,30 @@ class DeepSpeedLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class DeepSpeedWorker(DeepSpeedLaunch, ByRank):
+class DeepSpeedWorker(DeepSpeedLaunch, kit.ByRank):
     """Worker `rank` of a `DeepSpeedLaunch`."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-deepspeed_job = job_builder(
+deepspeed_job = kit.job_builder(
     DeepSpeedLaunch, doc="Every worker of one ``deepspeed`` launch; the keywords are `DeepSpeedLaunch`'s."
 )
-deepspeed_env = env_builder(
+deepspeed_env = kit.env_builder(
     DeepSpeedWorker,
     doc="Worker `rank`'s environment under DeepSpeed's launcher; the other keywords are `DeepSpeedLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, count: int) -> DeepSpeedLaunch:
-        hosts: Sequence[str] = ("localhost",) if count == 1 else draw(host_names(count))
+        hosts: Sequence[str] = ("localhost",) if count == 1 else draw(kit.host_names(count))
         slots = tuple(draw(st.lists(st.integers(1, max(1, most // count)), min_size=count, max_size=count)))
         return DeepSpeedLaunch(hosts=hosts, num_gpus=slots, master_port=draw(st.integers(1024, 65535)))
 
-    return jobs_on_hosts(most, launch)
+    return kit.jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(name="deepspeed", nondeterministic={}, jobs=_jobs)

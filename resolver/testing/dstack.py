@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,19 +24,19 @@ __all__ = ["LAUNCHER", "DstackLaunch", "DstackNode", "dstack_env", "dstack_job"]
 
 
 @attrs.frozen(kw_only=True)
-class DstackLaunch(Launch):
+class DstackLaunch(kit.Launch):
     """Run `run_name` of a task on `nodes` nodes with `gpus_per_node` GPUs each; node i's IP is ``10.0.0.{5 + i}``."""
 
     launcher = "dstack"
-    nodes: int = attrs.field(default=2, validator=positive)
-    gpus_per_node: int = attrs.field(default=0, validator=not_negative)
+    nodes: int = attrs.field(default=2, validator=kit.positive)
+    gpus_per_node: int = attrs.field(default=0, validator=kit.not_negative)
     run_name: str = "train-ddp"
 
     def ip(self, node: int) -> str:
         return f"10.0.0.{5 + node}"
 
     def process(self, node: int) -> Process:
-        index_in("node", node, self.nodes, "the task has nodes")
+        kit.index_in("node", node, self.nodes, "the task has nodes")
         env = {
             "DSTACK_GPUS_NUM": str(self.gpus_per_node * self.nodes),
             "DSTACK_GPUS_PER_NODE": str(self.gpus_per_node),
@@ -53,18 +53,18 @@ class DstackLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class DstackNode(DstackLaunch, ByNode):
+class DstackNode(DstackLaunch, kit.ByNode):
     """Node `node` of a `DstackLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-dstack_job = job_builder(DstackLaunch, doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.")
-dstack_env = env_builder(DstackNode, doc="Node `node`'s environment; the other keywords are `DstackLaunch`'s.")
+dstack_job = kit.job_builder(DstackLaunch, doc="Every node of one dstack task; the keywords are `DstackLaunch`'s.")
+dstack_env = kit.env_builder(DstackNode, doc="Node `node`'s environment; the other keywords are `DstackLaunch`'s.")
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(DstackLaunch, nodes=st.integers(1, min(4, most)), gpus_per_node=st.sampled_from([0, 2, 8]))
     return launches.map(DstackLaunch.job)

@@ -16,19 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from resolver.testing._launch import (
-    ByRank,
-    Launch,
-    distinct_hosts,
-    env_builder,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    stable_number,
-    stable_token,
-    to_hosts,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -52,7 +40,7 @@ def _f58_encode(job: int) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class FluxLaunch(Launch):
+class FluxLaunch(kit.Launch):
     """``flux run -N len(hosts) -n n [--taskmap=cyclic]`` in a Flux instance whose brokers run on `hosts`.
 
     Tasks spread as evenly as they go, the first hosts taking one more when `n` does not divide;
@@ -61,10 +49,10 @@ class FluxLaunch(Launch):
     """
 
     launcher = "flux"
-    n: int = attrs.field(default=1, validator=positive)
-    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
+    n: int = attrs.field(default=1, validator=kit.positive)
+    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     taskmap: Literal["block", "cyclic"] = "block"
-    job_id: int = attrs.field(default=6731191091817518, validator=not_negative)  # RFC 19's example: ƒuZZybuNNy
+    job_id: int = attrs.field(default=6731191091817518, validator=kit.not_negative)  # RFC 19's example: ƒuZZybuNNy
 
     def __attrs_post_init__(self) -> None:
         if self.taskmap not in ("block", "cyclic"):
@@ -83,11 +71,11 @@ class FluxLaunch(Launch):
 
     def process(self, rank: int) -> Process:
         placement = self.placement()
-        index_in("rank", rank, self.n, "the job has tasks")
+        kit.index_in("rank", rank, self.n, "the job has tasks")
         node = placement[rank]
         local = placement[:rank].count(node)
         f58 = _f58_encode(self.job_id)
-        rundir = f"/tmp/flux-{stable_token('flux', self.hosts, length=6)}"  # noqa: S108 - flux start's rundir
+        rundir = f"/tmp/flux-{kit.stable_token('flux', self.hosts, length=6)}"  # noqa: S108 - flux start's rundir
         env = {
             "FLUX_JOB_ID": f58,
             "FLUX_JOB_NNODES": str(len(self.hosts)),
@@ -98,7 +86,7 @@ class FluxLaunch(Launch):
             "FLUX_TASK_LOCAL_ID": str(local),
             "FLUX_TASK_RANK": str(rank),
             "FLUX_URI": f"local://{rundir}/local-{node}",
-            "PMI_FD": str(stable_number("fd", self.job_id, rank, low=5, high=40)),
+            "PMI_FD": str(kit.stable_number("fd", self.job_id, rank, low=5, high=40)),
             "PMI_RANK": str(rank),
             "PMI_SIZE": str(self.n),
             "PMI_SPAWNED": "0",
@@ -113,33 +101,31 @@ class FluxLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class FluxTask(FluxLaunch, ByRank):
+class FluxTask(FluxLaunch, kit.ByRank):
     """Task `rank` of a `FluxLaunch`."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-flux_job = job_builder(FluxLaunch, doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.")
-flux_env = env_builder(
+flux_job = kit.job_builder(FluxLaunch, doc="Every task of one ``flux run``; the keywords are `FluxLaunch`'s.")
+flux_env = kit.env_builder(
     FluxTask, doc="Task `rank`'s environment under Flux's job shell; the other keywords are `FluxLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, count: int) -> FluxLaunch:
         taskmap: Literal["block", "cyclic"] = draw(st.sampled_from(["block", "cyclic"]))
         return FluxLaunch(
             n=draw(st.integers(count, most)),
-            hosts=draw(host_names(count)),
+            hosts=draw(kit.host_names(count)),
             taskmap=taskmap,
             job_id=draw(st.integers(0, (1 << 64) - 1)),
         )
 
-    return jobs_on_hosts(most, launch)
+    return kit.jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(

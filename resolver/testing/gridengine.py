@@ -25,16 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from resolver.testing._launch import (
-    Launch,
-    distinct_hosts,
-    env_builder,
-    ephemeral_port,
-    job_builder,
-    positive,
-    to_hosts,
-    to_strings,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.mpich import MpichLaunch
 from resolver.testing.openmpi import OpenMpiLaunch
 from resolver.testing.world import Job, Launcher, Process
@@ -51,7 +42,7 @@ _UNDEFINED = "undefined"
 
 
 @attrs.frozen(kw_only=True)
-class GridEngineLaunch(Launch):
+class GridEngineLaunch(kit.Launch):
     """One Grid Engine job (``qsub``, or ``qrsh`` with `how="qrsh"`), optionally an array task or a parallel job.
 
     `array` is ``qsub -t``'s range (``range(2, 6, 3)`` for ``-t 2-5:3``) and `task_id` the task this
@@ -64,14 +55,14 @@ class GridEngineLaunch(Launch):
     """
 
     launcher = "gridengine"
-    job_id: int = attrs.field(default=1, validator=positive)
+    job_id: int = attrs.field(default=1, validator=kit.positive)
     job_name: str = "job.sh"
     how: _How = "script"
-    command: tuple[str, ...] = attrs.field(default=("/usr/bin/python3",), converter=to_strings)
+    command: tuple[str, ...] = attrs.field(default=("/usr/bin/python3",), converter=kit.to_strings)
     array: range | None = None
     task_id: int | None = None
     pe: str | None = None
-    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
+    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     slots: int | tuple[int, ...] = 1
     queue: str = "all.q"
     user: str = "user"
@@ -209,7 +200,7 @@ class GridEngineLaunch(Launch):
         return f"{_SPOOL}/{spool}/job_scripts/{self.job_id}"
 
     def _qrsh_port(self) -> int:
-        return ephemeral_port("qrsh", self.job_id, self.task)
+        return kit.ephemeral_port("qrsh", self.job_id, self.task)
 
     def process(self) -> Process:
         """The one process Grid Engine starts: the job script, binary or qrsh command, on the master host."""
@@ -233,12 +224,12 @@ class GridEngineLaunch(Launch):
         return {} if self.launch is None else {"source": "mpi", "mpi": True}
 
 
-gridengine_job = job_builder(
+gridengine_job = kit.job_builder(
     GridEngineLaunch,
     doc="The processes of one Grid Engine job (the job script, or the ranks of `launch`); the keywords are "
     "`GridEngineLaunch`'s.",
 )
-gridengine_env = env_builder(
+gridengine_env = kit.env_builder(
     GridEngineLaunch,
     doc="The one process Grid Engine starts (job script, binary, qrsh), with ``.files`` (PE_HOSTFILE); the keywords "
     "are `GridEngineLaunch`'s.",
@@ -246,9 +237,7 @@ gridengine_env = env_builder(
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:
@@ -258,7 +247,7 @@ def _jobs(most: int) -> SearchStrategy[Job]:
             array = draw(st.none() | st.builds(range, st.just(first), st.integers(first + 1, first + 20)))
             return GridEngineLaunch(job_id=job_id, array=array, how=draw(st.sampled_from(["script", "qrsh"]))).job()
         count = draw(st.integers(1, min(3, most // 2)))
-        hosts = draw(host_names(count))
+        hosts = draw(kit.host_names(count))
         slots = draw(st.integers(1, max(1, min(4, most // count))))
         np = draw(st.integers(2, max(2, min(most, slots * count))))
         launch: OpenMpiLaunch | MpichLaunch

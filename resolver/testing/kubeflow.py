@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByRank, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ __all__ = ["LAUNCHER", "KubeflowLaunch", "KubeflowPod", "kubeflow_env", "kubeflo
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowLaunch(Launch):
+class KubeflowLaunch(kit.Launch):
     """A Kubeflow training-operator (v1.7+) PyTorchJob without elasticPolicy: one Master and `workers` Workers.
 
     Pod i is ``{name}-master-0`` (rank 0) or ``{name}-worker-{i-1}``; MASTER_ADDR is the master's
@@ -34,9 +34,9 @@ class KubeflowLaunch(Launch):
     """
 
     launcher, forced = "kubeflow", True  # never auto-detected: resolve with source="kubeflow"
-    workers: int = attrs.field(default=1, validator=not_negative)
+    workers: int = attrs.field(default=1, validator=kit.not_negative)
     name: str = "pytorch-job"
-    port: int = attrs.field(default=23456, validator=positive)
+    port: int = attrs.field(default=23456, validator=kit.positive)
     nproc_per_node: str = "auto"
 
     @property
@@ -47,7 +47,7 @@ class KubeflowLaunch(Launch):
         return f"{self.name}-master-0" if rank == 0 else f"{self.name}-worker-{rank - 1}"
 
     def process(self, rank: int) -> Process:
-        index_in("rank", rank, self.replicas, "the job has pods")
+        kit.index_in("rank", rank, self.replicas, "the job has pods")
         per_pod = int(self.nproc_per_node) if self.nproc_per_node.isdigit() else 1
         env = {
             "MASTER_ADDR": self.pod(0),
@@ -68,24 +68,24 @@ class KubeflowLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowPod(KubeflowLaunch, ByRank):
+class KubeflowPod(KubeflowLaunch, kit.ByRank):
     """Pod `rank` of a `KubeflowLaunch` (0 is the master)."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-kubeflow_job = job_builder(
+kubeflow_job = kit.job_builder(
     KubeflowLaunch,
     doc='Every pod of one PyTorchJob (resolve with ``source="kubeflow"``); keywords of `KubeflowLaunch`.',
 )
-kubeflow_env = env_builder(
+kubeflow_env = kit.env_builder(
     KubeflowPod,
     doc="Pod `rank`'s environment as the training operator sets it; the other keywords are `KubeflowLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     names = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
     launches = st.builds(KubeflowLaunch, workers=st.integers(0, most - 1), name=names, port=st.integers(1024, 65535))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def _nproc(instance: object, attribute: attrs.Attribute[str], value: str) -> Non
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowTrainerLaunch(Launch):
+class KubeflowTrainerLaunch(kit.Launch):
     """A TrainJob `name` with `num_nodes` trainer nodes of `nproc_per_node` processes each.
 
     Pod i runs on host ``{name}-node-0-{i}`` (JobSet's naming); ``PET_MASTER_ADDR`` is node 0's
@@ -47,7 +47,7 @@ class KubeflowTrainerLaunch(Launch):
     """
 
     launcher = "kubeflow_trainer"
-    num_nodes: int = attrs.field(default=2, validator=positive)
+    num_nodes: int = attrs.field(default=2, validator=kit.positive)
     nproc_per_node: str = attrs.field(default="auto", validator=_nproc)
     name: str = "trainjob"
 
@@ -55,7 +55,7 @@ class KubeflowTrainerLaunch(Launch):
         return f"{self.name}-node-0-{node}"
 
     def process(self, node: int) -> Process:
-        index_in("node", node, self.num_nodes, "the TrainJob has nodes")
+        kit.index_in("node", node, self.num_nodes, "the TrainJob has nodes")
         env = {
             "JOB_COMPLETION_INDEX": str(node),
             "PET_MASTER_ADDR": f"{self.pod(0)}.{self.name}",
@@ -71,22 +71,22 @@ class KubeflowTrainerLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class KubeflowTrainerNode(KubeflowTrainerLaunch, ByNode):
+class KubeflowTrainerNode(KubeflowTrainerLaunch, kit.ByNode):
     """Trainer node `node` of a `KubeflowTrainerLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-kubeflow_trainer_job = job_builder(
+kubeflow_trainer_job = kit.job_builder(
     KubeflowTrainerLaunch, doc="Every trainer node of one TrainJob; the keywords are `KubeflowTrainerLaunch`'s."
 )
-kubeflow_trainer_env = env_builder(
+kubeflow_trainer_env = kit.env_builder(
     KubeflowTrainerNode, doc="Trainer node `node`'s environment; the other keywords are `KubeflowTrainerLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(
         KubeflowTrainerLaunch,

@@ -15,17 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import (
-    ByRank,
-    Launch,
-    distinct_hosts,
-    env_builder,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    to_hosts,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -35,7 +25,7 @@ __all__ = ["LAUNCHER", "LsfLaunch", "LsfTask", "lsf_env", "lsf_job"]
 
 
 @attrs.frozen(kw_only=True)
-class LsfLaunch(Launch):
+class LsfLaunch(kit.Launch):
     """An LSF job (``bsub``) whose tasks jsrun starts: `tasks_per_host` on each of `hosts`, in order.
 
     Not checked against a capture (there is none here): the variables are those LSF documents for job
@@ -47,12 +37,12 @@ class LsfLaunch(Launch):
     """
 
     launcher = "lsf"
-    hosts: tuple[str, ...] = attrs.field(default=("a01n01",), converter=to_hosts, validator=distinct_hosts)
-    tasks_per_host: int = attrs.field(default=1, validator=positive)
-    slots_per_host: int | None = attrs.field(default=None, validator=positive)
+    hosts: tuple[str, ...] = attrs.field(default=("a01n01",), converter=kit.to_hosts, validator=kit.distinct_hosts)
+    tasks_per_host: int = attrs.field(default=1, validator=kit.positive)
+    slots_per_host: int | None = attrs.field(default=None, validator=kit.positive)
     launch_host: str = "batch1"
-    job_id: int = attrs.field(default=1234, validator=positive)
-    job_index: int = attrs.field(default=0, validator=not_negative)
+    job_id: int = attrs.field(default=1234, validator=kit.positive)
+    job_index: int = attrs.field(default=0, validator=kit.not_negative)
     job_name: str = "job"
     queue: str = "batch"
     home: str = "/home/user"
@@ -79,7 +69,7 @@ class LsfLaunch(Launch):
         return {self.rankfile: text, self.hostfile: text}
 
     def process(self, rank: int) -> Process:
-        index_in("rank", rank, self.ntasks, "the job has tasks")
+        kit.index_in("rank", rank, self.ntasks, "the job has tasks")
         node, local = divmod(rank, self.tasks_per_host)
         slots = self.slots_per_host or self.tasks_per_host
         env = {
@@ -102,34 +92,32 @@ class LsfLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class LsfTask(LsfLaunch, ByRank):
+class LsfTask(LsfLaunch, kit.ByRank):
     """Task `rank` of an `LsfLaunch`."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-lsf_job = job_builder(LsfLaunch, doc="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.")
-lsf_env = env_builder(
+lsf_job = kit.job_builder(LsfLaunch, doc="Every jsrun task of one LSF job; the keywords are `LsfLaunch`'s.")
+lsf_env = kit.env_builder(
     LsfTask, doc="Task `rank` of a jsrun launch, with ``.files`` (the rankfile); the other keywords are `LsfLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, count: int) -> LsfLaunch:
         per_host = draw(st.integers(1, max(1, min(4, most // count))))
         return LsfLaunch(
-            hosts=draw(host_names(count, prefix="a01n")),
+            hosts=draw(kit.host_names(count, prefix="a01n")),
             tasks_per_host=per_host,
             slots_per_host=draw(st.integers(per_host, per_host + 2)),
             job_id=draw(st.integers(1, 10**7)),
             job_index=draw(st.sampled_from([0, 0, 1]) | st.integers(0, 10**5)),
         )
 
-    return jobs_on_hosts(most, launch)
+    return kit.jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(name="lsf", nondeterministic={}, jobs=_jobs)

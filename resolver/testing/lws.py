@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _policy(instance: object, attribute: attrs.Attribute[Any], value: str) -> No
 
 
 @attrs.frozen(kw_only=True)
-class LwsLaunch(Launch):
+class LwsLaunch(kit.Launch):
     """Group `group` of the LeaderWorkerSet `name` in `namespace`, of `size` pods (a leader and `size - 1` workers).
 
     The leader pod is ``{name}-{group}``, worker i is ``{name}-{group}-{i}``; the headless service's
@@ -45,8 +45,8 @@ class LwsLaunch(Launch):
 
     launcher = "lws"
     name: str = "vllm"
-    size: int = attrs.field(default=2, validator=positive)
-    group: int = attrs.field(default=0, validator=not_negative)
+    size: int = attrs.field(default=2, validator=kit.positive)
+    group: int = attrs.field(default=0, validator=kit.not_negative)
     namespace: str = "default"
     subdomain_policy: str = attrs.field(default="Shared", validator=_policy)
     downward_api: bool = True
@@ -56,7 +56,7 @@ class LwsLaunch(Launch):
         return leader if index == 0 else f"{leader}-{index}"
 
     def process(self, index: int) -> Process:
-        index_in("node", index, self.size, "the group has pods")
+        kit.index_in("node", index, self.size, "the group has pods")
         subdomain = self.name if self.subdomain_policy == "Shared" else self.pod(0)
         env = {
             "LWS_LEADER_ADDRESS": f"{self.pod(0)}.{subdomain}.{self.namespace}",
@@ -72,18 +72,20 @@ class LwsLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class LwsPod(LwsLaunch, ByNode):
+class LwsPod(LwsLaunch, kit.ByNode):
     """Pod `node` (its worker index; 0 is the leader) of an `LwsLaunch` group."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-lws_job = job_builder(LwsLaunch, doc="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.")
-lws_env = env_builder(LwsPod, doc="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s.")
+lws_job = kit.job_builder(LwsLaunch, doc="Every pod of one LeaderWorkerSet group; the keywords are `LwsLaunch`'s.")
+lws_env = kit.env_builder(
+    LwsPod, doc="Pod `node`'s environment (its worker index); the other keywords are `LwsLaunch`'s."
+)
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(
         LwsLaunch,

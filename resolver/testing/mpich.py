@@ -13,21 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import (
-    ByRank,
-    Launch,
-    capacities,
-    distinct_hosts,
-    env_builder,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    stable_number,
-    to_hosts,
-    to_optional_devices,
-    visibility,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -37,7 +23,7 @@ __all__ = ["LAUNCHER", "MpichLaunch", "MpichRank", "mpich_env", "mpich_job"]
 
 
 @attrs.frozen(kw_only=True)
-class MpichLaunch(Launch):
+class MpichLaunch(kit.Launch):
     """MPICH 4.0.2 ``mpiexec -n n -hosts h1:c1,h2:c2`` (Hydra), run on `launch_host` (default the first host).
 
     Hydra deals the ranks out in turns, `counts[i]` (default 1) to host i at a time, round and round:
@@ -49,15 +35,15 @@ class MpichLaunch(Launch):
     """
 
     launcher, source, mpi = "mpich", "mpi", True
-    n: int = attrs.field(validator=positive)
-    hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
+    n: int = attrs.field(validator=kit.positive)
+    hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     counts: int | tuple[int, ...] = 1
     launch_host: str | None = None
-    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=kit.to_optional_devices)
 
     def placement(self) -> tuple[int, ...]:
         """The host index of each rank."""
-        counts = capacities(self.counts, len(self.hosts))
+        counts = kit.capacities(self.counts, len(self.hosts))
         if min(counts) < 1:
             raise ValueError(f"counts={self.counts!r}: each host takes at least one rank per turn")
         out: list[int] = []
@@ -68,7 +54,7 @@ class MpichLaunch(Launch):
 
     def process(self, rank: int) -> Process:
         placement = self.placement()
-        index_in("rank", rank, self.n, "the job has ranks")
+        kit.index_in("rank", rank, self.n, "the job has ranks")
         node = placement[rank]
         local = placement[:rank].count(node)
         host = self.hosts[node]
@@ -76,13 +62,13 @@ class MpichLaunch(Launch):
             "MPIR_CVAR_CH3_INTERFACE_HOSTNAME": host,
             "MPI_LOCALNRANKS": str(placement.count(node)),
             "MPI_LOCALRANKID": str(local),
-            "PMI_FD": str(6 + 2 * local + stable_number("fd", rank, low=0, high=1)),
+            "PMI_FD": str(6 + 2 * local + kit.stable_number("fd", rank, low=0, high=1)),
             "PMI_RANK": str(rank),
             "PMI_SIZE": str(self.n),
         }
         if host == (self.launch_host or self.hosts[0]):
             env["HYDI_CONTROL_FD"] = "7"
-        env |= visibility(self.visible_devices)
+        env |= kit.visibility(self.visible_devices)
         return Process(environ=dict(sorted(env.items())), hostname=host, node=node)
 
     def processes(self) -> Iterator[Process]:
@@ -90,31 +76,29 @@ class MpichLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class MpichRank(MpichLaunch, ByRank):
+class MpichRank(MpichLaunch, kit.ByRank):
     """Rank `rank` of an `MpichLaunch`."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-mpich_job = job_builder(
+mpich_job = kit.job_builder(
     MpichLaunch, doc="Every rank of one MPICH (Hydra) ``mpiexec``; the keywords are `MpichLaunch`'s."
 )
-mpich_env = env_builder(
+mpich_env = kit.env_builder(
     MpichRank, doc="Rank `rank`'s environment under MPICH's mpiexec; the other keywords are `MpichLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, count: int) -> MpichLaunch:
-        hosts = draw(host_names(count))
+        hosts = draw(kit.host_names(count))
         counts = tuple(draw(st.lists(st.integers(1, 3), min_size=count, max_size=count)))
         return MpichLaunch(n=draw(st.integers(2, most)), hosts=hosts, counts=counts)
 
-    return jobs_on_hosts(most // 2, launch, master=True)
+    return kit.jobs_on_hosts(most // 2, launch, master=True)
 
 
 LAUNCHER = Launcher(name="mpich", nondeterministic={"PMI_FD": r"[0-9]+"}, jobs=_jobs)

@@ -13,23 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import (
-    ByRank,
-    Launch,
-    capacities,
-    distinct_hosts,
-    env_builder,
-    ephemeral_port,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    stable_number,
-    to_hosts,
-    to_optional_devices,
-    to_strings,
-    visibility,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -74,7 +58,7 @@ def _map_by_slot(np: int, slots: Sequence[int]) -> tuple[int, ...]:
 
 
 @attrs.frozen(kw_only=True)
-class OpenMpiLaunch(Launch):
+class OpenMpiLaunch(kit.Launch):
     """Open MPI 4.1.4 ``mpirun -n np`` (PMIx 4.2.2) over `hosts` with `slots` each, mpirun on the first host.
 
     Ranks are mapped by slot. Beyond the slots, `oversubscribe=True` is needed (as mpirun refuses
@@ -91,17 +75,17 @@ class OpenMpiLaunch(Launch):
     """
 
     launcher, source, mpi = "openmpi", "mpi", True
-    np: int = attrs.field(validator=positive)
-    hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
+    np: int = attrs.field(validator=kit.positive)
+    hosts: tuple[str, ...] = attrs.field(default=("ci1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     slots: int | tuple[int, ...] = 2
     oversubscribe: bool = False
     command: str = "python"
-    args: tuple[str, ...] = attrs.field(default=(), converter=to_strings)
+    args: tuple[str, ...] = attrs.field(default=(), converter=kit.to_strings)
     wdir: str | None = None
-    mpirun_pid: int = attrs.field(default=13226, validator=positive)
+    mpirun_pid: int = attrs.field(default=13226, validator=kit.positive)
     uid: int = 0
     munge: bool = False  # PMIx offers munge security where munged runs (it did not for the captures)
-    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=kit.to_optional_devices)
     tmpdir: str = "/tmp"  # noqa: S108 - $TMPDIR, under which Open MPI puts its session directories
     cores: int | None = None  # per host; ranks are bound at launch only when they fit (None: the slots)
 
@@ -111,14 +95,14 @@ class OpenMpiLaunch(Launch):
 
     @property
     def host_slots(self) -> tuple[int, ...]:
-        return tuple(capacities(self.slots, len(self.hosts)))
+        return tuple(kit.capacities(self.slots, len(self.hosts)))
 
     def placement(self) -> tuple[int, ...]:
         return _map_by_slot(self.np, self.host_slots)
 
     def process(self, rank: int) -> Process:
         counts = self.placement()
-        index_in("rank", rank, self.np, "the job has ranks")
+        kit.index_in("rank", rank, self.np, "the job has ranks")
         daemon, first = 0, 0
         while rank >= first + counts[daemon]:
             first += counts[daemon]
@@ -129,8 +113,10 @@ class OpenMpiLaunch(Launch):
         daemons_job, job = family << 16, (family << 16) + 1
         top = f"{self.tmpdir}/ompi.{host}.{self.uid}"
         session = f"{top}/pid.{self.mpirun_pid}" if daemon == 0 else f"{top}/jf.{family}"
-        server_pid = self.mpirun_pid if daemon == 0 else stable_number("orted", family, host, low=2000, high=4000000)
-        pmix_uri = f"{daemons_job}.{daemon};tcp4://127.0.0.1:{ephemeral_port('pmix', family, daemon)}"
+        server_pid = (
+            self.mpirun_pid if daemon == 0 else kit.stable_number("orted", family, host, low=2000, high=4000000)
+        )
+        pmix_uri = f"{daemons_job}.{daemon};tcp4://127.0.0.1:{kit.ephemeral_port('pmix', family, daemon)}"
         env = {
             "OMPI_APP_CTX_NUM_PROCS": str(self.np),
             "OMPI_COMMAND": self.command,
@@ -154,7 +140,7 @@ class OpenMpiLaunch(Launch):
             "OMPI_MCA_orte_local_daemon_uri": self._daemon_uri(family, daemon),
             "OMPI_MCA_orte_num_nodes": str(used),
             "OMPI_MCA_orte_precondition_transports": "-".join(
-                f"{stable_number('key', family, half, low=0, high=2**64 - 1):016x}" for half in (0, 1)
+                f"{kit.stable_number('key', family, half, low=0, high=2**64 - 1):016x}" for half in (0, 1)
             ),
             "OMPI_MCA_orte_tmpdir_base": self.tmpdir,
             "OMPI_MCA_orte_top_session_dir": top,
@@ -194,11 +180,11 @@ class OpenMpiLaunch(Launch):
             env["OMPI_ARGV"] = " ".join(self.args)
         if self.wdir is not None:
             env["OMPI_MCA_initial_wdir"] = self.wdir
-        env |= visibility(self.visible_devices)
+        env |= kit.visibility(self.visible_devices)
         return Process(environ=dict(sorted(env.items())), hostname=host, node=daemon)
 
     def _daemon_uri(self, family: int, daemon: int) -> str:
-        ports = [ephemeral_port("orte", family, daemon, proto) for proto in (4, 6)]
+        ports = [kit.ephemeral_port("orte", family, daemon, proto) for proto in (4, 6)]
         return f"{family << 16}.{daemon};tcp://192.0.2.{2 + daemon}:{ports[0]};tcp6://[fd00::{2 + daemon:x}]:{ports[1]}"
 
     def processes(self) -> Iterator[Process]:
@@ -206,31 +192,29 @@ class OpenMpiLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class OpenMpiRank(OpenMpiLaunch, ByRank):
+class OpenMpiRank(OpenMpiLaunch, kit.ByRank):
     """Rank `rank` of an `OpenMpiLaunch`."""
 
-    rank: int = attrs.field(default=0, validator=not_negative)
+    rank: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-openmpi_job = job_builder(
+openmpi_job = kit.job_builder(
     OpenMpiLaunch, doc="Every rank of one Open MPI ``mpirun``; the keywords are `OpenMpiLaunch`'s."
 )
-openmpi_env = env_builder(
+openmpi_env = kit.env_builder(
     OpenMpiRank, doc="Rank `rank`'s environment under Open MPI's mpirun; the other keywords are `OpenMpiLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, count: int) -> OpenMpiLaunch:
         slots = draw(st.integers(1, 4))
         np = draw(st.integers(2, min(most, count * slots * 2)))  # one rank is not MPI (as in Lightning)
-        return OpenMpiLaunch(np=np, hosts=draw(host_names(count)), slots=slots, oversubscribe=np > count * slots)
+        return OpenMpiLaunch(np=np, hosts=draw(kit.host_names(count)), slots=slots, oversubscribe=np > count * slots)
 
-    return jobs_on_hosts(most // 2, launch, master=True)
+    return kit.jobs_on_hosts(most // 2, launch, master=True)
 
 
 LAUNCHER = Launcher(

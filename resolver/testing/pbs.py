@@ -21,16 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from resolver.testing._launch import (
-    Launch,
-    capacities,
-    distinct_hosts,
-    env_builder,
-    job_builder,
-    not_negative,
-    positive,
-    to_hosts,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -40,7 +31,7 @@ __all__ = ["LAUNCHER", "PbsLaunch", "PbsProcess", "pbs_env", "pbs_job"]
 
 
 @attrs.frozen(kw_only=True)
-class PbsLaunch(Launch):
+class PbsLaunch(kit.Launch):
     """A PBS job on `hosts` (the mother superior first) with `ncpus` vnodes (slots) on each.
 
     ``flavor="openpbs"`` (PBS Professional, OpenPBS: ``qsub -l select=N:ncpus=C``, arrays with ``-J``)
@@ -50,12 +41,12 @@ class PbsLaunch(Launch):
     """
 
     launcher = "pbs"
-    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=to_hosts, validator=distinct_hosts)
+    hosts: tuple[str, ...] = attrs.field(default=("node1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
     ncpus: int | tuple[int, ...] = 1
-    sequence: int = attrs.field(default=1234, validator=positive)
+    sequence: int = attrs.field(default=1234, validator=kit.positive)
     server: str = "pbsserver"
     name: str = "job.sh"
-    array_index: int | None = attrs.field(default=None, validator=not_negative)
+    array_index: int | None = attrs.field(default=None, validator=kit.not_negative)
     flavor: Literal["openpbs", "torque"] = "openpbs"
     interactive: bool = False
 
@@ -65,7 +56,7 @@ class PbsLaunch(Launch):
         self.slots()
 
     def slots(self) -> list[int]:
-        slots = capacities(self.ncpus, len(self.hosts))
+        slots = kit.capacities(self.ncpus, len(self.hosts))
         if min(slots) < 1:
             raise ValueError(f"ncpus={self.ncpus!r}: at least one vnode per host")
         return slots
@@ -148,32 +139,30 @@ class PbsLaunch(Launch):
 class PbsProcess(PbsLaunch):
     """The job script of a `PbsLaunch` (`vnode` None), or the pbsdsh task on vnode `vnode`."""
 
-    vnode: int | None = attrs.field(default=None, validator=not_negative)
+    vnode: int | None = attrs.field(default=None, validator=kit.not_negative)
 
     def one(self) -> Process:
         return self.process(self.vnode)
 
 
-pbs_job = job_builder(
+pbs_job = kit.job_builder(
     PbsLaunch, doc="The one process a PBS job starts (its job script); the keywords are `PbsLaunch`'s."
 )
-pbs_env = env_builder(
+pbs_env = kit.env_builder(
     PbsProcess,
     doc="The job script (or, with `vnode`, a pbsdsh task), with ``.files`` (the node file); `PbsLaunch`'s keywords.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:
         count = draw(st.integers(1, 3))
         flavor: Literal["openpbs", "torque"] = draw(st.sampled_from(["openpbs", "torque"]))
         launch = PbsLaunch(
-            hosts=draw(host_names(count)),
+            hosts=draw(kit.host_names(count)),
             ncpus=tuple(draw(st.lists(st.integers(1, 4), min_size=count, max_size=count))),
             sequence=draw(st.integers(1, 10**7)),
             array_index=draw(st.none() | st.integers(0, 100)),

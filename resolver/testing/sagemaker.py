@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -30,13 +30,13 @@ _CONFIG = "/opt/ml/input/config/resourceconfig.json"
 
 
 @attrs.frozen(kw_only=True)
-class SageMakerLaunch(Launch):
+class SageMakerLaunch(kit.Launch):
     """A training job `name` on `instances` instances of `instance_type` with `gpus` GPUs each (0: CPU)."""
 
     launcher = "sagemaker"
-    instances: int = attrs.field(default=2, validator=positive)
-    gpus: int = attrs.field(default=0, validator=not_negative)
-    cpus: int = attrs.field(default=8, validator=positive)
+    instances: int = attrs.field(default=2, validator=kit.positive)
+    gpus: int = attrs.field(default=0, validator=kit.not_negative)
+    cpus: int = attrs.field(default=8, validator=kit.positive)
     name: str = "pytorch-training-2026-12-03-10-00-00-000"
     instance_type: str = "ml.g5.12xlarge"
     with_variables: bool = True
@@ -59,7 +59,7 @@ class SageMakerLaunch(Launch):
         )
 
     def process(self, node: int) -> Process:
-        index_in("node", node, self.instances, "the job has instances")
+        kit.index_in("node", node, self.instances, "the job has instances")
         host = self.hosts[node]
         arn = f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{self.name}"
         env = {"SM_CURRENT_HOST": host, "TRAINING_JOB_ARN": arn, "TRAINING_JOB_NAME": self.name}
@@ -81,22 +81,22 @@ class SageMakerLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class SageMakerInstance(SageMakerLaunch, ByNode):
+class SageMakerInstance(SageMakerLaunch, kit.ByNode):
     """Instance `node` (host ``algo-{node + 1}``) of a `SageMakerLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-sagemaker_job = job_builder(
+sagemaker_job = kit.job_builder(
     SageMakerLaunch, doc="Every instance of one SageMaker training job; the keywords are `SageMakerLaunch`'s."
 )
-sagemaker_env = env_builder(
+sagemaker_env = kit.env_builder(
     SageMakerInstance, doc="Instance `node`: a `Process` with its environment and its resource config file."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(
         SageMakerLaunch,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ __all__ = ["LAUNCHER", "SkyPilotLaunch", "SkyPilotNode", "skypilot_env", "skypil
 
 
 @attrs.frozen(kw_only=True)
-class SkyPilotLaunch(Launch):
+class SkyPilotLaunch(kit.Launch):
     """A task on cluster `cluster` of `num_nodes` nodes with `gpus_per_node` GPUs each (0: CPU nodes).
 
     Node i's IP is ``10.128.0.{47 + i}`` and its host ``{cluster}-{i}``; ``SKYPILOT_NODE_IPS`` lists
@@ -32,13 +32,13 @@ class SkyPilotLaunch(Launch):
     """
 
     launcher = "skypilot"
-    num_nodes: int = attrs.field(default=2, validator=positive)
-    gpus_per_node: int = attrs.field(default=0, validator=not_negative)
+    num_nodes: int = attrs.field(default=2, validator=kit.positive)
+    gpus_per_node: int = attrs.field(default=0, validator=kit.not_negative)
     cluster: str = "train"
-    job_number: int = attrs.field(default=1, validator=positive)
+    job_number: int = attrs.field(default=1, validator=kit.positive)
 
     def process(self, node: int) -> Process:
-        index_in("node", node, self.num_nodes, "the cluster has nodes")
+        kit.index_in("node", node, self.num_nodes, "the cluster has nodes")
         env = {
             "SKYPILOT_NODE_IPS": "\n".join(f"10.128.0.{47 + i}" for i in range(self.num_nodes)),
             "SKYPILOT_NODE_RANK": str(node),
@@ -53,18 +53,22 @@ class SkyPilotLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class SkyPilotNode(SkyPilotLaunch, ByNode):
+class SkyPilotNode(SkyPilotLaunch, kit.ByNode):
     """Node `node` of a `SkyPilotLaunch`."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-skypilot_job = job_builder(SkyPilotLaunch, doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s.")
-skypilot_env = env_builder(SkyPilotNode, doc="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s.")
+skypilot_job = kit.job_builder(
+    SkyPilotLaunch, doc="Every node of one SkyPilot task; the keywords are `SkyPilotLaunch`'s."
+)
+skypilot_env = kit.env_builder(
+    SkyPilotNode, doc="Node `node`'s environment; the other keywords are `SkyPilotLaunch`'s."
+)
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     sizes = {"num_nodes": st.integers(1, min(4, most)), "gpus_per_node": st.sampled_from([0, 1, 8])}
     return st.builds(SkyPilotLaunch, **sizes).map(SkyPilotLaunch.job)

@@ -15,20 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from resolver import hostlist
-from resolver.testing._launch import (
-    Launch,
-    capacities,
-    distinct_hosts,
-    env_builder,
-    ephemeral_port,
-    index_in,
-    job_builder,
-    not_negative,
-    positive,
-    stable_number,
-    to_hosts,
-    to_optional_hosts,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -65,7 +52,7 @@ def slurm_tasks_per_node(
     (f_2node_srun_N2_n4), ``-N3 -n9`` gives 4,4,1 (h_4node_srun_N3_n9_noncontig), ``-N2 -n3``
     gives 2,1 and ``-N2 --ntasks-per-node=2`` gives 2,2.
     """
-    caps = [tasks_per_node] * nodes if tasks_per_node is not None else capacities(capacity, nodes)
+    caps = [tasks_per_node] * nodes if tasks_per_node is not None else kit.capacities(capacity, nodes)
     if nodes < 1 or ntasks < nodes:
         raise ValueError(f"{ntasks} task(s) on {nodes} node(s): SLURM puts at least one task on each node")
     if ntasks > sum(caps):
@@ -93,7 +80,7 @@ def _slurm_counts(counts: Sequence[int]) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class SlurmLaunch(Launch):
+class SlurmLaunch(kit.Launch):
     """One SLURM 22.05 launch: an allocation (made by srun itself, sbatch or salloc) and one srun step.
 
     Allocation: `nodes` (``-N``/``-w``, in SLURM's order), `ntasks` (``-n``; default one per node, or
@@ -121,26 +108,26 @@ class SlurmLaunch(Launch):
     """
 
     launcher = "slurm"
-    nodes: tuple[str, ...] = attrs.field(default=("ci1",), converter=to_hosts, validator=distinct_hosts)
-    ntasks: int | None = attrs.field(default=None, validator=positive)
-    tasks_per_node: int | None = attrs.field(default=None, validator=positive)
-    cpus_per_node: int = attrs.field(default=4, validator=positive)
+    nodes: tuple[str, ...] = attrs.field(default=("ci1",), converter=kit.to_hosts, validator=kit.distinct_hosts)
+    ntasks: int | None = attrs.field(default=None, validator=kit.positive)
+    tasks_per_node: int | None = attrs.field(default=None, validator=kit.positive)
+    cpus_per_node: int = attrs.field(default=4, validator=kit.positive)
     allocation: Allocation = "srun"
-    step_id: int = attrs.field(default=0, validator=not_negative)
+    step_id: int = attrs.field(default=0, validator=kit.not_negative)
     step_nodes: tuple[str, ...] | None = attrs.field(
-        default=None, converter=to_optional_hosts, validator=distinct_hosts
+        default=None, converter=kit.to_optional_hosts, validator=kit.distinct_hosts
     )
-    step_ntasks: int | None = attrs.field(default=None, validator=positive)
-    step_tasks_per_node: int | None = attrs.field(default=None, validator=positive)
-    job_id: int = attrs.field(default=1, validator=positive)
+    step_ntasks: int | None = attrs.field(default=None, validator=kit.positive)
+    step_tasks_per_node: int | None = attrs.field(default=None, validator=kit.positive)
+    job_id: int = attrs.field(default=1, validator=kit.positive)
     job_name: str | None = None
     array: range | None = None
     array_task_id: int | None = None
-    restart_count: int | None = attrs.field(default=None, validator=not_negative)
-    gpus_per_task: int | None = attrs.field(default=None, validator=positive)
-    gpus_per_node: int | None = attrs.field(default=None, validator=positive)
+    restart_count: int | None = attrs.field(default=None, validator=kit.not_negative)
+    gpus_per_task: int | None = attrs.field(default=None, validator=kit.positive)
+    gpus_per_node: int | None = attrs.field(default=None, validator=kit.positive)
     gpu_bind: str | None = None
-    node_gpus: int = attrs.field(default=4, validator=positive)  # the site's GPUs per node
+    node_gpus: int = attrs.field(default=4, validator=kit.positive)  # the site's GPUs per node
     submit_host: str | None = None  # where srun/sbatch/salloc ran; default the first node
     submit_dir: str = "/home/user/job"
     cluster: str = "ci"
@@ -314,7 +301,9 @@ class SlurmLaunch(Launch):
             "SLURM_NODEID": str(nodeid),
             "SLURM_PRIO_PROCESS": "0",
             "SLURM_PROCID": str(procid),
-            "SLURM_TASK_PID": str(stable_number("pid", self.own_job_id, self.step_id, procid, low=2000, high=4000000)),
+            "SLURM_TASK_PID": str(
+                kit.stable_number("pid", self.own_job_id, self.step_id, procid, low=2000, high=4000000)
+            ),
             "SLURM_TOPOLOGY_ADDR": node,
             "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
             "SLURM_WORKING_CLUSTER": f"{self.cluster}:{self.controller}:6817:9728:109",  # port, RPC 22.05, cons_tres
@@ -333,7 +322,7 @@ class SlurmLaunch(Launch):
         """srun task `procid`."""
         layout = self.layout()
         hosts = self.step_hosts()
-        index_in("procid", procid, sum(layout), "the step has tasks")
+        kit.index_in("procid", procid, sum(layout), "the step has tasks")
         nodeid, first = 0, 0
         while procid >= first + layout[nodeid]:
             first += layout[nodeid]
@@ -345,7 +334,7 @@ class SlurmLaunch(Launch):
         env |= self._process_variables(node, procid, procid - first, nodeid, range(first, first + layout[nodeid]))
         env |= {k: v for k, v in self._job_gpus().items() if k == "SLURM_JOB_GPUS"}  # inherited from the script
         env |= self._gpu_variables(*self.gpus(procid - first, layout[nodeid]), "SLURM_STEP_GPUS")
-        port = str(ephemeral_port("srun", self.own_job_id, self.step_id))
+        port = str(kit.ephemeral_port("srun", self.own_job_id, self.step_id))
         ntasks = str(sum(layout))
         env |= {
             "SLURM_LAUNCH_NODE_IPADDR": self.launch_address,
@@ -380,7 +369,7 @@ class SlurmLaunch(Launch):
 class SlurmTask(SlurmLaunch):
     """Task `procid` of a `SlurmLaunch`'s step."""
 
-    procid: int = attrs.field(default=0, validator=not_negative)
+    procid: int = attrs.field(default=0, validator=kit.not_negative)
 
     def one(self) -> Process:
         return self.process(self.procid)
@@ -409,14 +398,14 @@ class SlurmSallocShell(SlurmLaunch):
         return Process(environ=dict(sorted(self.job_variables().items())), hostname=self.submit_host or self.nodes[0])
 
 
-slurm_job = job_builder(SlurmLaunch, doc="Every task of one srun step; the keywords are `SlurmLaunch`'s.")
-slurm_env = env_builder(SlurmTask, doc="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.")
-slurm_batch_env = env_builder(
+slurm_job = kit.job_builder(SlurmLaunch, doc="Every task of one srun step; the keywords are `SlurmLaunch`'s.")
+slurm_env = kit.env_builder(SlurmTask, doc="srun task `procid`'s environment; the other keywords are `SlurmLaunch`'s.")
+slurm_batch_env = kit.env_builder(
     SlurmBatchScript,
     name="slurm_batch_env",
     doc="The sbatch script's own environment (ENVIRONMENT=BATCH, no SLURM_STEP_ID); keywords of `SlurmLaunch`.",
 )
-slurm_salloc_env = env_builder(
+slurm_salloc_env = kit.env_builder(
     SlurmSallocShell,
     name="slurm_salloc_env",
     doc="The salloc shell's environment (no SLURM_PROCID: not a task); keywords of `SlurmLaunch`.",
@@ -424,14 +413,12 @@ slurm_salloc_env = env_builder(
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     @st.composite
     def build(draw: st.DrawFn) -> Job:
         count = draw(st.integers(1, min(4, most)))
-        nodes = draw(host_names(count))
+        nodes = draw(kit.host_names(count))
         cpus = draw(st.integers(1, 4))
         allocation = draw(st.sampled_from(["srun", "sbatch", "salloc"]))
         per_node = draw(st.none() | st.integers(1, cpus))

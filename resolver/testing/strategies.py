@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from resolver import Topology
+from resolver.environ import is_address
 from resolver.origin import Origin
 from resolver.testing._launch import host_names, mpi_master, with_master
+from resolver.testing._registry import LAUNCHERS, REGISTRY
 from resolver.testing.world import Job
+from resolver.topology import _SOURCE_RE
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -31,9 +34,7 @@ def jobs(*, launchers: Sequence[str] | None = None, max_processes: int = 16) -> 
     Needs hypothesis (a test extra), imported here. Each job resolves, process by process, to one
     world: ``assert_consistent(job.resolve(), job)``.
     """
-    from hypothesis import strategies as st
-
-    from resolver.testing._registry import LAUNCHERS, REGISTRY
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     if launchers is None:
         launchers = LAUNCHERS
@@ -46,10 +47,7 @@ def jobs(*, launchers: Sequence[str] | None = None, max_processes: int = 16) -> 
 
 def topologies(*, max_world_size: int = 1 << 20) -> SearchStrategy[Topology]:
     """Valid `Topology` records, every field exercised; needs hypothesis (a test extra), imported here."""
-    from hypothesis import strategies as st
-
-    from resolver.environ import is_address
-    from resolver.topology import _SOURCE_RE
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     names = [field.name for field in attrs.fields(Topology)]
     text = st.text(max_size=24)

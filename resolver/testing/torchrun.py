@@ -13,18 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from resolver.testing._launch import (
-    Launch,
-    env_builder,
-    ephemeral_port,
-    job_builder,
-    not_negative,
-    positive,
-    stable_token,
-    to_optional_devices,
-    to_optional_hosts,
-    visibility,
-)
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -34,7 +23,7 @@ __all__ = ["LAUNCHER", "TorchrunLaunch", "TorchrunWorker", "torchrun_env", "torc
 
 
 @attrs.frozen(kw_only=True)
-class TorchrunLaunch(Launch):
+class TorchrunLaunch(kit.Launch):
     """One torchrun launch (torch 2.x): `nnodes` agents of `nproc_per_node` workers each.
 
     `hosts` are the agents' hosts (default node1, node2, ...). With ``rdzv="c10d"`` MASTER_ADDR is
@@ -46,17 +35,17 @@ class TorchrunLaunch(Launch):
     """
 
     launcher, source = "torchrun", "torchelastic"
-    nnodes: int = attrs.field(default=1, validator=positive)
-    nproc_per_node: int = attrs.field(default=1, validator=positive)
+    nnodes: int = attrs.field(default=1, validator=kit.positive)
+    nproc_per_node: int = attrs.field(default=1, validator=kit.positive)
     rdzv: Literal["c10d", "static"] = "c10d"
-    hosts: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_hosts)
+    hosts: tuple[str, ...] | None = attrs.field(default=None, converter=kit.to_optional_hosts)
     master_addr: str | None = None
-    master_port: int | None = attrs.field(default=None, validator=positive)
+    master_port: int | None = attrs.field(default=None, validator=kit.positive)
     run_id: str = "none"
-    restart_count: int = attrs.field(default=0, validator=not_negative)
-    max_restarts: int = attrs.field(default=0, validator=not_negative)
+    restart_count: int = attrs.field(default=0, validator=kit.not_negative)
+    max_restarts: int = attrs.field(default=0, validator=kit.not_negative)
     role: str = "default"
-    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=to_optional_devices)
+    visible_devices: tuple[str, ...] | None = attrs.field(default=None, converter=kit.to_optional_devices)
 
     def __attrs_post_init__(self) -> None:
         if self.rdzv not in ("c10d", "static"):
@@ -71,7 +60,7 @@ class TorchrunLaunch(Launch):
     def endpoint(self) -> tuple[str, int]:
         if self.rdzv == "static":
             return self.master_addr or "127.0.0.1", self.master_port or 29500
-        port = self.master_port or ephemeral_port("torchrun", self.run_id, self.restart_count, self.agent_hosts)
+        port = self.master_port or kit.ephemeral_port("torchrun", self.run_id, self.restart_count, self.agent_hosts)
         return self.master_addr or self.agent_hosts[0], port
 
     def process(self, node_rank: int, local_rank: int) -> Process:
@@ -84,7 +73,7 @@ class TorchrunLaunch(Launch):
         address, port = self.endpoint()
         agent = (self.run_id, self.restart_count, node_rank, self.agent_hosts[node_rank])
         error_file = (
-            f"/tmp/torchelastic_{stable_token('agent', *agent)}/{self.run_id}_{stable_token('run', *agent)}"  # noqa: S108 - torch's path
+            f"/tmp/torchelastic_{kit.stable_token('agent', *agent)}/{self.run_id}_{kit.stable_token('run', *agent)}"  # noqa: S108 - torch's path
             f"/attempt_{self.restart_count}/{local_rank}/error.json"
         )
         env = {
@@ -108,7 +97,7 @@ class TorchrunLaunch(Launch):
         }
         if self.nproc_per_node > 1:  # torchrun sets it when it starts several workers (unless already set)
             env["OMP_NUM_THREADS"] = "1"
-        env |= visibility(self.visible_devices)
+        env |= kit.visibility(self.visible_devices)
         return Process(environ=dict(sorted(env.items())), hostname=self.agent_hosts[node_rank], node=node_rank)
 
     def processes(self) -> Iterator[Process]:
@@ -119,30 +108,28 @@ class TorchrunLaunch(Launch):
 class TorchrunWorker(TorchrunLaunch):
     """Worker `local_rank` of agent `node_rank` of a `TorchrunLaunch`."""
 
-    node_rank: int = attrs.field(default=0, validator=not_negative)
-    local_rank: int = attrs.field(default=0, validator=not_negative)
+    node_rank: int = attrs.field(default=0, validator=kit.not_negative)
+    local_rank: int = attrs.field(default=0, validator=kit.not_negative)
 
     def one(self) -> Process:
         return self.process(self.node_rank, self.local_rank)
 
 
-torchrun_job = job_builder(
+torchrun_job = kit.job_builder(
     TorchrunLaunch, doc="Every worker of one torchrun launch; the keywords are `TorchrunLaunch`'s."
 )
-torchrun_env = env_builder(
+torchrun_env = kit.env_builder(
     TorchrunWorker,
     doc="The environment of worker `local_rank` of agent `node_rank`; the other keywords are `TorchrunLaunch`'s.",
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
-
-    from resolver.testing._launch import host_names, jobs_on_hosts
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     def launch(draw: st.DrawFn, nnodes: int) -> TorchrunLaunch:
         rdzv: Literal["c10d", "static"] = draw(st.sampled_from(["c10d", "static"]))
-        hosts = draw(host_names(nnodes))
+        hosts = draw(kit.host_names(nnodes))
         return TorchrunLaunch(
             nnodes=nnodes,
             nproc_per_node=draw(st.integers(1, max(1, min(4, most // nnodes)))),
@@ -155,7 +142,7 @@ def _jobs(most: int) -> SearchStrategy[Job]:
             max_restarts=3,
         )
 
-    return jobs_on_hosts(most, launch)
+    return kit.jobs_on_hosts(most, launch)
 
 
 LAUNCHER = Launcher(

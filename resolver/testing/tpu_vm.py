@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -26,13 +26,13 @@ __all__ = ["LAUNCHER", "TpuVmHost", "TpuVmLaunch", "tpu_vm_env", "tpu_vm_job"]
 
 
 @attrs.frozen(kw_only=True)
-class TpuVmLaunch(Launch):
+class TpuVmLaunch(kit.Launch):
     """A JobSet `name` of `slices` slices of `hosts_per_slice` hosts; host w of slice s is
     ``{name}-slice-job-{s}-{w}.{name}``. With one slice, no ``MEGASCALE_*`` variables."""
 
     launcher = "tpu_vm"
-    hosts_per_slice: int = attrs.field(default=2, validator=positive)
-    slices: int = attrs.field(default=1, validator=positive)
+    hosts_per_slice: int = attrs.field(default=2, validator=kit.positive)
+    slices: int = attrs.field(default=1, validator=kit.positive)
     name: str = "train"
 
     @property
@@ -44,7 +44,7 @@ class TpuVmLaunch(Launch):
 
     def process(self, node: int) -> Process:
         """Host `node`, numbered slice by slice (worker + slice x hosts per slice)."""
-        index_in("node", node, self.hosts, "the job has hosts")
+        kit.index_in("node", node, self.hosts, "the job has hosts")
         slice_id, worker = divmod(node, self.hosts_per_slice)
         env = {
             "TPU_WORKER_ID": str(worker),
@@ -65,20 +65,20 @@ class TpuVmLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class TpuVmHost(TpuVmLaunch, ByNode):
+class TpuVmHost(TpuVmLaunch, kit.ByNode):
     """Host `node` of a `TpuVmLaunch`, numbered slice by slice."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-tpu_vm_job = job_builder(TpuVmLaunch, doc="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.")
-tpu_vm_env = env_builder(
+tpu_vm_job = kit.job_builder(TpuVmLaunch, doc="Every host of one TPU job; the keywords are `TpuVmLaunch`'s.")
+tpu_vm_env = kit.env_builder(
     TpuVmHost, doc="Host `node`'s environment (slice by slice); the other keywords are `TpuVmLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     sizes = st.tuples(st.integers(1, min(4, most)), st.integers(1, 2)).filter(lambda t: t[0] * t[1] <= most)
     return sizes.map(lambda t: TpuVmLaunch(hosts_per_slice=t[0], slices=t[1]).job())

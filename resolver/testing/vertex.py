@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, index_in, job_builder, not_negative
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["LAUNCHER", "VertexLaunch", "VertexReplica", "vertex_env", "vertex_jo
 
 
 @attrs.frozen(kw_only=True)
-class VertexLaunch(Launch):
+class VertexLaunch(kit.Launch):
     """A CustomJob: the primary replica (pool 0), `workers` worker replicas (pool 1) and, when
     `reduction_servers` > 0, a Reduction Server pool (pool 2, not a trainer).
 
@@ -34,8 +34,8 @@ class VertexLaunch(Launch):
     """
 
     launcher = "vertex"
-    workers: int = attrs.field(default=1, validator=not_negative)
-    reduction_servers: int = attrs.field(default=0, validator=not_negative)
+    workers: int = attrs.field(default=1, validator=kit.not_negative)
+    reduction_servers: int = attrs.field(default=0, validator=kit.not_negative)
     job_hash: str = "1d969d3ba6"
 
     @property
@@ -52,7 +52,7 @@ class VertexLaunch(Launch):
 
     def process(self, node: int) -> Process:
         """Trainer `node` (0: the chief, 1..: the workers)."""
-        index_in("node", node, self.trainers, "the job has trainers")
+        kit.index_in("node", node, self.trainers, "the job has trainers")
         pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
         cluster = self.cluster()
         tf_names = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps"}
@@ -74,20 +74,20 @@ class VertexLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class VertexReplica(VertexLaunch, ByNode):
+class VertexReplica(VertexLaunch, kit.ByNode):
     """Trainer `node` of a `VertexLaunch` (0: the chief)."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-vertex_job = job_builder(VertexLaunch, doc="Every trainer replica of one CustomJob; `VertexLaunch`'s keywords.")
-vertex_env = env_builder(
+vertex_job = kit.job_builder(VertexLaunch, doc="Every trainer replica of one CustomJob; `VertexLaunch`'s keywords.")
+vertex_env = kit.env_builder(
     VertexReplica, doc="Trainer `node`'s environment (0: the chief); the other keywords are `VertexLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     launches = st.builds(VertexLaunch, workers=st.integers(0, min(7, most - 1)), reduction_servers=st.integers(0, 2))
     return launches.map(VertexLaunch.job)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from resolver.testing._launch import ByNode, Launch, env_builder, job_builder, not_negative, positive
+from resolver.testing import _launch as kit
 from resolver.testing.world import Job, Launcher, Process
 
 if TYPE_CHECKING:
@@ -25,17 +25,17 @@ __all__ = ["LAUNCHER", "VolcanoLaunch", "VolcanoPod", "volcano_env", "volcano_jo
 
 
 @attrs.frozen(kw_only=True)
-class VolcanoLaunch(Launch):
+class VolcanoLaunch(kit.Launch):
     """A vcjob `name`. With `pytorch` (the pytorch plugin, port `port`): a ``master`` task of one pod
     and a ``worker`` task of `workers` pods. Without it: one task ``trainer`` of 1 + `workers` pods
     (env and svc plugins only). Pod i of task t is ``{name}-{t}-{i}``, host ``{name}-{t}-{i}.{name}``.
     """
 
     launcher = "volcano"
-    workers: int = attrs.field(default=1, validator=not_negative)
+    workers: int = attrs.field(default=1, validator=kit.not_negative)
     name: str = "pytorch-job"
     pytorch: bool = True
-    port: int = attrs.field(default=23456, validator=positive)
+    port: int = attrs.field(default=23456, validator=kit.positive)
 
     @property
     def pods(self) -> int:
@@ -73,20 +73,20 @@ class VolcanoLaunch(Launch):
 
 
 @attrs.frozen(kw_only=True)
-class VolcanoPod(VolcanoLaunch, ByNode):
+class VolcanoPod(VolcanoLaunch, kit.ByNode):
     """Pod `node` of a `VolcanoLaunch` (0: the master, or the trainer task's pod 0)."""
 
-    node: int = attrs.field(default=0, validator=not_negative)
+    node: int = attrs.field(default=0, validator=kit.not_negative)
 
 
-volcano_job = job_builder(VolcanoLaunch, doc="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.")
-volcano_env = env_builder(
+volcano_job = kit.job_builder(VolcanoLaunch, doc="Every pod of one vcjob; the keywords are `VolcanoLaunch`'s.")
+volcano_env = kit.env_builder(
     VolcanoPod, doc="Pod `node`'s environment (0: the master); the other keywords are `VolcanoLaunch`'s."
 )
 
 
 def _jobs(most: int) -> SearchStrategy[Job]:
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional (the test extra): builders work without it
 
     names = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
     launches = st.builds(

@@ -15,6 +15,7 @@ import attrs
 
 import resolver
 from resolver import Topology, TopologyError
+from resolver._detect import require_probes
 
 __all__ = ["Job", "Launcher", "Process", "assert_consistent"]
 
@@ -77,10 +78,8 @@ class Process(Mapping[str, str]):
 
     def probes(self, **answers: Any) -> Probes:
         """`probes.fake` that answers this process's host name and files, plus `answers` (free_port=...)."""
-        from resolver._detect import require_probes
-
         require_probes()
-        from probes import fake
+        from probes import fake  # after require_probes: a user's probes.py may shadow ours
 
         return fake(hostname=self.hostname, files=dict(self.files) or None, **answers)
 
@@ -141,10 +140,8 @@ class Job:
         return iter(self.processes)
 
     def _resolve_world(self, source: str | None, timeout: float, allow_loopback: bool) -> tuple[Topology, ...]:
-        from resolver._detect import require_probes
-
         require_probes()
-        from probes.fakes import FakeComm
+        from probes.fakes import FakeComm  # after require_probes: a user's probes.py may shadow ours
 
         comms = FakeComm.connected(len(self), timeout=timeout)
         results: list[Topology | TopologyError | None] = [None] * len(self)

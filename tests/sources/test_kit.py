@@ -58,3 +58,29 @@ def test_read_if_here_is_none_where_this_host_has_no_such_file() -> None:
     garbage = attrs.evolve(probes.fake(), read_text=forty_two)
     with pytest.raises(ProbeFailed, match=r"answered 42 for PBS_NODEFILE='/spool/hosts'"):
         read_if_here(garbage, "PBS_NODEFILE", "/spool/hosts")
+
+
+@pytest.mark.parametrize(
+    ("read", "variable"),
+    [
+        (lambda b: b.integer("global_rank", "X_RANK", expected="the task's rank, set by X"), "X_RANK"),
+        (lambda b: b.address("X_ADDR", expected="the task's rank, set by X"), "X_ADDR"),
+        (lambda b: b.port("X_PORT", expected="the task's rank, set by X"), "X_PORT"),
+    ],
+)
+def test_a_missing_variable_is_named_with_what_the_source_says_it_holds(read: Any, variable: str) -> None:
+    from resolver.errors import MissingVariable
+    from resolver.sources import Builder
+
+    with pytest.raises(MissingVariable) as caught:
+        read(Builder("x", {}))
+    assert caught.value.variable == variable
+    assert "the task's rank, set by X" in str(caught.value) and "source 'x'" in str(caught.value).replace('"', "'")
+
+
+def test_without_expected_a_missing_integer_says_which_integer() -> None:
+    from resolver.errors import MissingVariable
+    from resolver.sources import Builder
+
+    with pytest.raises(MissingVariable, match=r"X_SIZE.*a decimal integer >= 1"):
+        Builder("x", {}).integer("world_size", "X_SIZE", minimum=1)
