@@ -13,15 +13,22 @@ barrier, each round times, until the last thread is done:
   two-byte answer: what any gather-and-answer over TCP costs in this harness;
 - `tcpstore`: torch's `TCPStore` doing the same gather-and-answer (rank 0 the master: every rank
   `set`s its record, rank 0 `wait`s for all, `set`s the answer, every rank `wait`s and `get`s it);
-  context, not the yardstick (it is noisy here, and its first use in a process stalls).
+  context, not the yardstick (it is noisy here, and its first use in a process stalls);
+- `hostile` (64 ranks by default): `check` while one connection to rank 0 never speaks and one sends
+  it 8 MiB of garbage (the issue's goal: under 5 s, every report ok).
 
-Prints min and median seconds per case and check/floor. Nothing is asserted.
+The cases run in rounds (check, floor, tcpstore, then again), so that a change in the machine's load
+hits each alike; every run's seconds are printed with the median, range and check/floor of the
+medians, and the load average before and after. Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import random
 import selectors
 import socket
 import statistics
@@ -36,16 +43,30 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import resolver
+from probes.exchange import RETRY_CAP
 from resolver._check import check, record
 from resolver.testing import Job, torchrun_job
 
 PER_HOST = 64
+TIMEOUT = 60.0  # seconds any one case may take before its threads give up (a failed run, reported not ok)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on, below the ephemeral range, as MASTER_PORT usually is (torch's 29500).
+
+    Not one the kernel deals out: thousands of connections retried while rank 0 is not yet listening
+    take ephemeral ports, and one that draws the main port itself connects to itself (TCP's
+    simultaneous open) and holds the port rank 0 then fails to bind.
+    """
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.sample(range(max(1024, low - 8192), low), 256):
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {max(1024, low - 8192)}..{low - 1}")
 
 
 def world(ranks: int, port: int) -> tuple[Job, list[dict[str, str]]]:
@@ -83,7 +104,7 @@ def timed(ranks: int, work: Callable[[int], Any]) -> tuple[float, list[Any]]:
     barrier.wait()
     started = time.perf_counter()
     for t in threads:
-        t.join(300)
+        t.join(max(0.0, started + TIMEOUT + 10 - time.perf_counter()))
     return time.perf_counter() - started, results
 
 
@@ -92,7 +113,7 @@ def timed(ranks: int, work: Callable[[int], Any]) -> tuple[float, list[Any]]:
 
 def case_check(ranks: int) -> tuple[float, bool]:
     job, envs = world(ranks, free_port())
-    seconds, reports = timed(ranks, lambda r: check(envs[r], job.processes[r].probes(), timeout=240))
+    seconds, reports = timed(ranks, lambda r: check(envs[r], job.processes[r].probes(), timeout=TIMEOUT))
     return seconds, all(getattr(rep, "ok", False) for rep in reports)
 
 
@@ -109,7 +130,7 @@ def _floor_serve(port: int, ranks: int, line: bytes) -> None:
                 while True:
                     try:
                         conn, _ = server.accept()
-                    except BlockingIOError:
+                    except OSError:  # none left (BlockingIOError), or one that went away before its turn
                         break
                     conn.setblocking(False)
                     buffers[conn] = bytearray()
@@ -117,6 +138,8 @@ def _floor_serve(port: int, ranks: int, line: bytes) -> None:
                 continue
             conn = key.fileobj  # type: ignore[assignment]
             chunk = conn.recv(65536)
+            if not chunk:
+                raise ConnectionError("a rank hung up before it sent its record")
             buffers[conn] += chunk
             if buffers[conn].endswith(b"\n"):
                 json.loads(buffers[conn])
@@ -133,12 +156,19 @@ def _floor_serve(port: int, ranks: int, line: bytes) -> None:
 
 
 def _floor_join(port: int, line: bytes) -> bool:
+    """Connect (retrying as `probes.exchange.join` does: doubling from 10 ms, jittered, capped at
+    RETRY_CAP, so that both cases spend the same while rank 0 is not listening yet), send, read the answer."""
+    deadline = time.monotonic() + TIMEOUT
+    delay = 0.01
     while True:
         try:
             conn = socket.create_connection(("127.0.0.1", port))
             break
         except OSError:
-            time.sleep(0.01)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (1 + random.random()))  # noqa: S311
+            delay = min(RETRY_CAP, delay * 2)
     with conn:
         conn.sendall(line)
         return conn.recv(16) == b"1\n"
@@ -167,12 +197,12 @@ def case_tcpstore(ranks: int) -> tuple[float, bool]:
 
     port = free_port()
     job, envs = world(ranks, port)
-    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=240))
+    master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=TIMEOUT))
 
     def work(r: int) -> bool:
         topology = resolver.resolve(envs[r], job.processes[r].probes())
         mine = json.dumps(record(topology, job.processes[r].hostname))
-        store = master if r == 0 else TCPStore("127.0.0.1", port, timeout=timedelta(seconds=240))
+        store = master if r == 0 else TCPStore("127.0.0.1", port, timeout=timedelta(seconds=TIMEOUT))
         store.set(f"record/{r}", mine)
         if r == 0:
             store.wait([f"record/{i}" for i in range(ranks)])
@@ -184,11 +214,53 @@ def case_tcpstore(ranks: int) -> tuple[float, bool]:
     return seconds, all(x is True for x in results)
 
 
+def case_hostile(ranks: int) -> tuple[float, bool]:
+    """`ranks` processes checking while one connection to rank 0 never speaks and one sends 8 MiB of garbage."""
+    port = free_port()
+    job, envs = world(ranks, port)
+    intruders: list[socket.socket] = []
+    over = threading.Event()  # rank 0 is done: an intruder that has not reached it yet never will
+
+    def intrude(kind: str) -> bool:
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port))
+                break
+            except OSError:
+                if over.is_set():
+                    return False
+                time.sleep(0.01)
+        intruders.append(conn)
+        if kind == "garbage":
+            chunk = b"\x00garbage" * 8192
+            with contextlib.suppress(OSError):  # rank 0 cuts it off after RECORD_LIMIT bytes
+                for _ in range((8 << 20) // len(chunk)):
+                    conn.sendall(chunk)
+        return True
+
+    def work(r: int) -> Any:
+        if r >= ranks:
+            return intrude("silent" if r == ranks else "garbage")
+        try:
+            return check(envs[r], job.processes[r].probes(), timeout=TIMEOUT)
+        finally:
+            if r == 0:
+                over.set()
+
+    seconds, results = timed(ranks + 2, work)
+    for conn in intruders:
+        conn.close()
+    if results[ranks:] != [True, True]:
+        print(f"(hostile: an intruder did not reach rank 0 in time: {results[ranks:]})", file=sys.stderr)
+    return seconds, all(getattr(rep, "ok", False) for rep in results[:ranks])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_exchange")
     parser.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true", help="leave out torch's TCPStore")
+    parser.add_argument("--hostile", type=int, default=64, help="ranks of the silent + 8 MiB garbage case (0: skip)")
     args = parser.parse_args(argv)
     threading.stack_size(512 * 1024)
     cases: dict[str, Callable[[int], tuple[float, bool]]] = {"check": case_check, "floor": case_floor}
@@ -199,16 +271,35 @@ def main(argv: list[str] | None = None) -> int:
             print("(tcpstore skipped: torch is not installed)")
         else:
             cases["tcpstore"] = case_tcpstore
-    print(f"{'ranks':>6} {'case':<9} {'min s':>7} {'median s':>9} {'all ok':>7}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'ranks':>6} {'case':<9} {'median s':>9} {'min s':>7} {'max s':>7} {'all ok':>7}  runs")
     for ranks in args.ranks:
+        runs: dict[str, list[tuple[float, bool]]] = {name: [] for name in cases}
+        for _ in range(args.repeats):  # in rounds, so that a change in the machine's load hits every case alike
+            for name, case in cases.items():
+                runs[name].append(case(ranks))
         medians: dict[str, float] = {}
-        for name, case in cases.items():
-            runs = [case(ranks) for _ in range(args.repeats)]
-            times = [s for s, _ in runs]
+        for name, done in runs.items():
+            times = [s for s, _ in done]
             medians[name] = statistics.median(times)
-            ok = all(good for _, good in runs)
-            print(f"{ranks:>6} {name:<9} {min(times):>7.2f} {medians[name]:>9.2f} {ok!s:>7}", flush=True)
+            ok = all(good for _, good in done)
+            each = " ".join(f"{t:.2f}" for t in times)
+            print(
+                f"{ranks:>6} {name:<9} {medians[name]:>9.2f} {min(times):>7.2f} {max(times):>7.2f} {ok!s:>7}  {each}",
+                flush=True,
+            )
         print(f"{ranks:>6} check/floor (medians) {medians['check'] / medians['floor']:.2f}x", flush=True)
+    if args.hostile:
+        done = [case_hostile(args.hostile) for _ in range(args.repeats)]
+        times = [s for s, _ in done]
+        ok = all(good for _, good in done)
+        each = " ".join(f"{t:.2f}" for t in times)
+        print(
+            f"{args.hostile:>6} {'hostile':<9} {statistics.median(times):>9.2f} {min(times):>7.2f} {max(times):>7.2f} "
+            f"{ok!s:>7}  {each}  (+ a silent connection and 8 MiB of garbage; goal under 5 s)",
+            flush=True,
+        )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -6,17 +6,19 @@ MPI source's collective with it). Rank 0 listens on `main_port`; every other pro
 
 The protocol, one JSON object per line (never pickle: what arrives is parsed as data):
 
-    process -> rank 0, at once           {"protocol": PROTOCOL, "round": R, "job": J, "rank": r, ...}
+    process -> rank 0, at once           {"protocol": PROTOCOL, "round": R, "job": J, "wait": s, "rank": r, ...}
     rank 0 -> process                    {"protocol": PROTOCOL, "round": R, "job": J}     the greeting
     rank 0 -> process                    {"protocol": PROTOCOL, "answer": ...} or {"rejected": why}
 
 A process sends its record as soon as it has connected, then reads the greeting before anything
 else: a process that reached something else (a squatter on the port, another program) says so, and
 trusts nothing that did not greet it (a record is harmless to whoever reads it). Rank 0 greets a
-member together with its answer, in one send, when the answer comes within `GREET_AFTER` seconds
-of its arrival; a connection still waiting then (a member whose answer waits for a missing rank, a
-peer that sent nothing) is greeted on its own. Greeting each process at once cost rank 0 a
-send and every process a wake-up: with 4,096 ranks in threads, 2.3 s of rank 0's time in `send`. `round` keeps
+member together with its answer, in one send, while processes keep arriving; it greets a member on
+its own only when the gather stalls (nobody arrived for `GREET_AFTER` seconds: it waits for a
+missing rank) or before the member's patience runs out (`wait`, the seconds it waits for a
+greeting; it gives up GREET_AFTER after that), and a peer that sent nothing GREET_AFTER after it
+connected. Greeting each process at once cost rank 0 a send and every process a wake-up: with 4,096
+ranks in threads, 2.3 s of rank 0's time in `send`. `round` keeps
 two exchanges on one port apart (the check, then `exec`'s collective); `job` is the job's identity,
 so a stale process of another job is turned away, not counted.
 
@@ -33,8 +35,9 @@ rendezvous can bind the port at once.
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import heapq
+import itertools
 import json
 import os
 import random
@@ -105,7 +108,7 @@ def _reset(conn: socket.socket) -> None:
 
 
 class _Conn:
-    __slots__ = ("accepted", "greeted", "inbox", "outbox", "peer", "sock", "state")
+    __slots__ = ("accepted", "events", "greet_at", "greeted", "inbox", "outbox", "peer", "sock", "state")
 
     def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock, self.peer = sock, peer
@@ -113,7 +116,17 @@ class _Conn:
         self.outbox = bytearray()
         self.state = "reading"  # reading -> member | dropping
         self.accepted = time.monotonic()
+        self.greet_at = self.accepted + GREET_AFTER  # a connection that sends nothing is greeted then
         self.greeted = False
+        self.events = selectors.EVENT_READ  # as registered: epoll_ctl only when they change
+
+
+def _patience(message: Mapping[str, Any]) -> float:
+    """Seconds the process said it would wait for its greeting (`wait`), GREET_AFTER twice when it did not say."""
+    wait = message.get("wait")
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and 0 <= wait < 1e9:
+        return float(wait)
+    return 2 * GREET_AFTER
 
 
 class Server:
@@ -138,7 +151,10 @@ class Server:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._members: list[tuple[_Conn, Arrival]] = []
-        self._ungreeted: collections.deque[_Conn] = collections.deque()
+        self._greetings: list[tuple[float, int, _Conn]] = []  # (when, order, connection): a heap
+        self._order = itertools.count()
+        self._waiting: list[_Conn] = []  # members not greeted yet
+        self._last_arrival = time.monotonic()
         self.dropped = 0  # connections that sent garbage, too much, or were turned away
 
     # -- gathering -------------------------------------------------------------------------------
@@ -166,10 +182,12 @@ class Server:
             if progress is not None and now >= next_report:
                 progress(arrivals)
                 next_report = now + every
-            self._greet_the_silent(now)
+            self._greet_the_due(now)
             wait = min(deadline, next_report if progress is not None else deadline) - now
-            if self._ungreeted:
-                wait = min(wait, GREET_AFTER / 2)
+            if self._greetings:
+                wait = min(wait, self._greetings[0][0] - now)
+            if self._waiting:
+                wait = min(wait, self._last_arrival + GREET_AFTER - now)
             for key, events in self._selector.select(max(0.0, wait)):
                 if key.fileobj is self._listener:
                     self._accept()
@@ -195,21 +213,31 @@ class Server:
             sock.setblocking(False)
             conn = _Conn(sock, f"{address[0]}:{address[1]}")
             self._selector.register(sock, selectors.EVENT_READ, conn)
-            self._ungreeted.append(conn)
+            heapq.heappush(self._greetings, (conn.greet_at, next(self._order), conn))
 
     def _greet(self, conn: _Conn) -> None:
         if not conn.greeted:
             conn.greeted = True
             conn.outbox[:0] = self._greeting
 
-    def _greet_the_silent(self, now: float) -> None:
-        """Greet the connections still waiting GREET_AFTER after being accepted: those that sent
-        nothing, and members whose answer waits for other processes (so that they know rank 0 lives)."""
-        while self._ungreeted and now - self._ungreeted[0].accepted >= GREET_AFTER:
-            conn = self._ungreeted.popleft()
-            if conn.state in ("reading", "member") and not conn.greeted:
+    def _greet_the_due(self, now: float) -> None:
+        """Greet on its own a connection that has waited long enough for it: one that sent nothing
+        (GREET_AFTER after it was accepted), and members whose answer waits for other processes, so
+        that they know rank 0 lives: all of them once no process has arrived for GREET_AFTER (the
+        gather waits for someone), and each before its own patience runs out. While processes keep
+        arriving, the members' greeting rides with their answer: a greeting apiece cost rank 0 a send
+        and every process a wake-up (4,096 ranks in threads: a third of the check's time)."""
+        while self._greetings and self._greetings[0][0] <= now:
+            when, _, conn = heapq.heappop(self._greetings)
+            if when == conn.greet_at and conn.state in ("reading", "member") and not conn.greeted:
                 self._greet(conn)
                 self._flush(conn)
+        if self._waiting and now - self._last_arrival >= GREET_AFTER:
+            for conn in self._waiting:
+                if conn.state == "member" and not conn.greeted:
+                    self._greet(conn)
+                    self._flush(conn)
+            self._waiting.clear()
 
     def _flush(self, conn: _Conn) -> None:
         try:
@@ -220,9 +248,16 @@ class Server:
             self._drop(conn)
             return
         del conn.outbox[:sent]
+        self._watch(conn)
+
+    def _watch(self, conn: _Conn) -> None:
+        """Wait for the connection to be writable too while its outbox holds something (one epoll_ctl
+        when that changes, none otherwise: each costs a system call)."""
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.modify(conn.sock, events, conn)
+        if events != conn.events:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.modify(conn.sock, events, conn)
+            conn.events = events
 
     def _read(  # noqa: PLR0911 - each early return is one state of the connection
         self, conn: _Conn, admit: Callable[[Mapping[str, Any]], str | None]
@@ -273,6 +308,11 @@ class Server:
             return None
         conn.state = "member"
         conn.inbox.clear()
+        now = time.monotonic()
+        conn.greet_at = conn.accepted + max(GREET_AFTER, _patience(message) - GREET_AFTER)
+        heapq.heappush(self._greetings, (conn.greet_at, next(self._order), conn))
+        self._waiting.append(conn)
+        self._last_arrival = now
         arrival = Arrival(message, conn.peer)
         self._members.append((conn, arrival))
         return arrival
@@ -310,12 +350,16 @@ class Server:
             conn = key.data
             if conn.state not in ("member", "gone"):
                 self._drop(conn)
+        encoded: tuple[Any, bytes] | None = None  # the last answer and its line: the same verdict is encoded once
         for conn, arrival in self._members:
             if conn.state == "gone":
                 conn.sock.close()
                 continue
             self._greet(conn)
-            conn.outbox += _line({"protocol": PROTOCOL, "answer": reply(arrival)})
+            value = reply(arrival)
+            if encoded is None or encoded[0] is not value:
+                encoded = (value, _line({"protocol": PROTOCOL, "answer": value}))
+            conn.outbox += encoded[1]
             conn.state = "answering"
             waiting[conn.sock] = conn
             self._flush_answer(conn)
@@ -348,9 +392,7 @@ class Server:
         except OSError:
             sent = len(conn.outbox)
         del conn.outbox[:sent]
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.modify(conn.sock, events, conn)
+        self._watch(conn)
 
     def close(self) -> None:
         """Close the listener and every connection (reset: none of them is owed anything now)."""
@@ -396,11 +438,43 @@ class _Lines:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            self.sock.settimeout(remaining)
-            chunk = self.sock.recv(65536)
+            _time_limits(self.sock, remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except BlockingIOError:  # SO_RCVTIMEO ran out
+                raise TimeoutError from None
             if not chunk:
                 return None
             self.data += chunk
+
+
+def _time_limits(sock: socket.socket, seconds: float) -> None:
+    """Bound the socket's blocking calls by `seconds` in the kernel (SO_RCVTIMEO and SO_SNDTIMEO; connect
+    obeys the latter on Linux, socket(7)), which then fail with EAGAIN or EINPROGRESS, a BlockingIOError.
+
+    Not `settimeout`: Python polls before every call of a socket with a timeout, and each poll and
+    each call gives up the GIL; with 4,096 processes as threads, every round trip for the GIL counts.
+    """
+    whole = max(seconds, 0.001)  # zero would mean no limit
+    limit = struct.pack("@ll", int(whole), int(whole % 1 * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+
+
+def _connect(addresses: list[tuple[Any, ...]], seconds: float) -> socket.socket:
+    """A blocking socket connected to the first of `addresses` (getaddrinfo's) that takes it within `seconds`."""
+    last: OSError = OSError("no address")
+    for family, kind, proto, _, address in addresses:
+        sock = socket.socket(family, kind, proto)
+        try:
+            _time_limits(sock, seconds)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            continue
+        return sock
+    raise last
 
 
 def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, greeting, record, answer
@@ -421,26 +495,31 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
     of another job is a ``stranger`` failure when `strict_job` and both jobs are known.
     """
     where = f"{address}:{port}"
-    line = _line({**message, "protocol": PROTOCOL, "round": round_, "job": job})
+    said = {**message, "protocol": PROTOCOL, "round": round_, "job": job}
     delay = 0.01
     last = "nothing answered"
+    try:  # once: the name does not move while the job starts
+        addresses = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ExchangeFailed("unreachable", f"{address!r} does not resolve: {exc.strerror or exc}") from None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ExchangeFailed("unreachable", f"nothing listened at {where} until the deadline ({last})")
         try:
-            sock = socket.create_connection((address, port), timeout=min(remaining, 10.0))
-        except socket.gaierror as exc:
-            raise ExchangeFailed("unreachable", f"{address!r} does not resolve: {exc.strerror or exc}") from None
+            sock = _connect(addresses, min(remaining, 10.0))
         except OSError as exc:
-            last = exc.strerror or str(exc)
+            last = "timed out" if isinstance(exc, BlockingIOError) else exc.strerror or str(exc)
             time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))  # noqa: S311
             delay = min(RETRY_CAP, delay * 2)
             continue
         with sock:
             lines = _Lines(sock)
+            # at once, with how long this process waits for the greeting: rank 0 greets it with its
+            # answer, or on its own when the gather stalls or this patience would run out
+            sent = _line({**said, "wait": round(max(0.0, deadline - time.monotonic()), 3)})
             try:
-                sock.sendall(line)  # at once: rank 0 greets with the answer, or after GREET_AFTER
+                sock.sendall(sent)
                 greeting = lines.next(deadline + GREET_AFTER, GREETING_LIMIT)
             except TimeoutError:
                 raise ExchangeFailed(
@@ -452,6 +531,14 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
                 raise ExchangeFailed("foreign", f"something at {where} sent {exc}, not a greeting") from None
             except OSError as exc:
                 last = f"the connection was reset before a greeting ({exc.strerror or exc})"
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(RETRY_CAP, delay * 2)
+                continue
+            if greeting == sent[:-1]:
+                # our own record: with the main port in the ephemeral range and rank 0 not listening yet,
+                # the connect drew that very port as its source and reached itself (TCP's simultaneous open)
+                _reset(sock)  # at once: a closing self-connection would still hold the port from rank 0
+                last = f"the connection to {where} reached itself (the port is in the ephemeral range)"
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(RETRY_CAP, delay * 2)
                 continue

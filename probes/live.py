@@ -7,6 +7,7 @@ module (`hostname`, `free_port`). A resolve that asks only `device_count` loads 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ def probe(name: str, *, timeout: float | None = None) -> Callable[..., Any]:
     function: Callable[..., Any] = globals()[name]
     if timeout is None or name not in MAY_HANG:
         return function
-    from probes.bounded import bound
+    from probes.bounded import bound  # only a probe that may hang loads it: a resolve imports what it asks
 
     return bound(name, function, float(timeout))
 
@@ -84,7 +85,7 @@ def free_port() -> int:
 
 
 def _pick_port() -> int:
-    import _socket
+    import _socket  # as in hostname()
 
     try:
         sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
@@ -136,8 +137,6 @@ def file_bytes(path: str, limit: int) -> bytes | None:
 
 def which(name: str) -> str | None:
     """The path of the command `name` on PATH, as `shutil.which` finds it; None if there is none."""
-    import shutil
-
     return shutil.which(name)
 
 
@@ -175,7 +174,7 @@ def _gpu_id(path: str) -> str:
 def comm() -> Comm:
     """mpi4py's COMM_WORLD; importing mpi4py.MPI initialises MPI, so this runs only on demand."""
     try:
-        from mpi4py import MPI
+        from mpi4py import MPI  # an optional extra; importing it initialises MPI, so only on demand
     except ImportError as exc:
         raise ProbeFailed("comm", f"mpi4py is not importable ({exc}); pip install 'cluster-topology[mpi]'") from exc
     except Exception as exc:  # MPI_Init failures surface as arbitrary errors
@@ -187,6 +186,7 @@ def comm() -> Comm:
 def xla() -> XlaRuntime:
     """torch_xla.runtime, imported only when the XLA source asks."""
     try:
+        # an optional extra (its own venv), imported only when the XLA source asks
         from torch_xla import runtime  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise ProbeFailed("xla", f"torch_xla is not importable ({exc}); pip install 'cluster-topology[xla]'") from exc

@@ -28,20 +28,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver import environ as env
 from resolver._detect import require_probes, resolve
+from resolver._version import __version__
 from resolver.errors import TopologyError
 from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
-from probes.exchange import ANSWER_GRACE, Arrival, ExchangeFailed, Server, join  # noqa: E402
+from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, ExchangeFailed, Server, join  # noqa: E402
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -91,8 +94,6 @@ def record(
     topology: Topology | None, host: str, *, error: TopologyError | None = None, rank: int | None = None
 ) -> dict[str, Any]:
     """What one process sends rank 0: JSON-safe, a few hundred bytes."""
-    from resolver._version import __version__
-
     out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid()}
     if topology is not None:
         out["rank"] = topology.global_rank
@@ -564,12 +565,10 @@ def _host(environ: Mapping[str, str], probes: Probes | None) -> str:
     try:
         if probes is not None:
             return probes.hostname()
-        from probes import live
+        from probes import live  # after require_probes (above): a user's probes.py may shadow ours
 
         return str(live.probe("hostname")())
     except (TopologyError, OSError):
-        import socket
-
         return socket.gethostname()
 
 
@@ -726,9 +725,6 @@ def _held(meeting: _Meeting, host: str, exc: ExchangeFailed, deadline: float) ->
 
 def _greets(port: int) -> bool:
     """Whether the process holding `port` on this host greets as rank 0 of a check does (2 s at most)."""
-    import socket
-
-    from probes.exchange import PROTOCOL
 
     with socket.create_connection(("localhost", port), timeout=2.0) as sock:
         data = b""
@@ -835,9 +831,8 @@ def _meet_in_store(
     the deadline), judges, and publishes the verdict with `compare_set`, so a duplicate rank 0 cannot
     replace it.
     """
-    from datetime import timedelta
-
-    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # torch does not list it in __all__
+    # torch is an optional extra, there wherever torchrun is; the ignore: torch does not list TCPStore in __all__
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     where = _endpoint(meeting.address, meeting.port)
     size = meeting.size or env.optional_integer(environ, "WORLD_SIZE", minimum=1) or 1

@@ -11,6 +11,7 @@ node. JSON: one object on stdout, nothing else. Rank 0's progress goes to stderr
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -100,7 +101,7 @@ def _check(
     source: str | None,
     allow_loopback: bool,
 ) -> CheckReport:
-    from resolver._check import check
+    from resolver._check import check  # sockets and selectors load only when a check runs, not for `--format env`
 
     with _progress_to(sys.stderr):
         return check(environ, probes, timeout=timeout, source=source, allow_loopback=allow_loopback)
@@ -110,8 +111,6 @@ def _error(exc: TopologyError, as_json: bool) -> int:
     first, *rest = str(exc).splitlines() or [""]
     print(f"error: {first}", *rest, sep="\n", file=sys.stderr)
     if as_json:
-        import json
-
         sys.stdout.write(json.dumps({"ok": False, "error": exc.to_dict()}) + "\n")
         sys.stdout.flush()
     return UNREADABLE
@@ -125,8 +124,6 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except TopologyError as exc:
         return _error(exc, as_json)
     if as_json:
-        import json
-
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
     else:
         sys.stdout.write("".join(line + "\n" for line in report.lines()))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from probes import exchange
 from probes.exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
 from resolver._check import check
 from resolver.testing import torchrun_job
@@ -242,3 +243,43 @@ def test_a_process_waiting_for_the_others_is_greeted_so_it_knows_rank_0_lives() 
         join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=time.monotonic() + 1.0)
     t.join(10)
     assert failed.value.kind == "unanswered", failed.value  # not "foreign": rank 0 greeted it while it waited
+
+
+def _self_connected_socket() -> socket.socket:
+    """A socket connected to itself: bound to a port and connected to that same port (TCP's simultaneous
+    open), what a connect to a port nobody listens on yet gets when it draws that port as its own."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.connect(sock.getsockname())
+    return sock
+
+
+def test_a_connection_that_reached_itself_is_dropped_and_rank_0_can_then_listen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process whose first connect drew the main port as its own source port (possible when the main
+    port is in the ephemeral range and rank 0 is not listening yet) must not take its own record for
+    rank 0's greeting, nor keep the port from rank 0."""
+    trap = _self_connected_socket()
+    port = int(trap.getsockname()[1])
+    real = exchange._connect
+    calls: list[float] = []
+
+    def connect(addresses: list[tuple[Any, ...]], seconds: float) -> socket.socket:
+        calls.append(seconds)
+        return trap if len(calls) == 1 else real(addresses, seconds)
+
+    monkeypatch.setattr(exchange, "_connect", connect)
+    deadline = time.monotonic() + 10
+    answers: list[Any] = []
+    client = threading.Thread(
+        target=lambda: answers.append(join("127.0.0.1", port, {"rank": 1}, round_="t", job="j", deadline=deadline))
+    )
+    client.start()
+    while len(calls) < 2 and time.monotonic() < deadline:  # the trap was closed before the retry
+        time.sleep(0.01)
+    out: dict[str, Any] = {}
+    serve(port, 2, deadline, out)  # binds the port: the trap no longer holds it
+    client.join(15)
+    assert answers == [{"you": 1}]
+    assert trap.fileno() == -1
