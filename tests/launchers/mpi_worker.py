@@ -36,6 +36,8 @@ SHOWN = (
     "SLURM_NTASKS",
     "SLURM_STEP_NUM_TASKS",
     "ENVIRONMENT",
+    "TMPDIR",
+    "PMIX_SERVER_TMPDIR",  # Open MPI 5's session directory on this rank's host
 )
 
 

@@ -54,13 +54,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # as a script, too: python tests/launchers/<this>.py
+
+from tests.launchers.launching import signals_held
 
 DEFAULT_STATE_DIR = Path("/tmp/cluster-topology-slurm")  # the CLI's; start() without one makes a new folder
 RUN_PREFIX = "cluster-topology-slurm-"  # start() without a state_dir: tempfile.mkdtemp(prefix=...)
@@ -937,7 +940,7 @@ def start(
                     raise fail(f"nodes not idle within {timeout:.0f} s: {states}")
                 time.sleep(0.2)
         except BaseException:  # incl. KeyboardInterrupt: leave nothing running
-            with _signals_held():
+            with signals_held():
                 _stop_locked(state_dir)
             raise
         else:
@@ -958,25 +961,6 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex((ADDR, port)) == 0
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait until the block is done (main thread; elsewhere a no-op).
-
-    Stopping takes seconds (slurmctld saves its state): a second Ctrl-C, or the SIGTERM that
-    follows one, must not leave half of the daemons running. The signals are delivered when
-    the block ends.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
 def stop(state_dir: Path = DEFAULT_STATE_DIR, *, remove: bool = False) -> None:
     """Stop what start() started in state_dir (by pid), take its /etc/hosts line out again and
     remove the device nodes it made (unless another slurmd runs); no-op if nothing runs.
@@ -985,7 +969,7 @@ def stop(state_dir: Path = DEFAULT_STATE_DIR, *, remove: bool = False) -> None:
     state_dir = Path(state_dir).resolve()
     if not state_dir.exists():
         return
-    with _signals_held():
+    with signals_held():
         with _lock(state_dir):
             _stop_locked(state_dir)
         if remove:

@@ -298,24 +298,6 @@ def test_torchrun_check_then_init_process_group_on_the_same_endpoint(tmp_path: P
 # -- mpirun on two emulated hosts ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_ssh(tmp_path: Path) -> Path:
-    """An `ssh` for mpirun: the remote command in new UTS+mount namespaces named after the host (nodeA, nodeB)."""
-    require_tool("unshare", "mount", "hostname")
-    hosts = tmp_path / "hosts"
-    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
-    script = tmp_path / "fake-ssh"
-    script.write_text(
-        "#!/bin/sh\n"
-        'while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done\n'
-        "host=$1; shift\n"
-        "exec unshare --uts --mount sh -c \\\n"
-        f'    \'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"\' fake-ssh "$host" {hosts} "$*"\n'
-    )
-    script.chmod(0o755)
-    return script
-
-
 def mpi_env(master: dict[str, str]) -> dict[str, str]:
     env = {
         k: v

@@ -84,3 +84,22 @@ def test_a_child_of_this_interpreter_imports_its_test_packages(tmp_path: Path) -
     assert run(sys.executable, str(CHILD_VENV), str(child), "--without-pip").returncode == 0
     where = imported_from(child, "pytest")
     assert where and Path(where).is_relative_to(Path(pytest.__file__).parents[1]), where
+
+
+def root_of(python: Path | str, base: Path) -> str:
+    done = run(python, str(CHILD_VENV), "--root", str(base))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_each_interpreter_has_its_own_root(parent: Path, tmp_path: Path) -> None:
+    """Children link to one interpreter: a venv's go beside the system's, never into the same folder."""
+    base = tmp_path / "mpi"
+    in_parent = root_of(parent / "bin" / "python", base)
+    assert Path(in_parent).parent == tmp_path and Path(in_parent).name.startswith("mpi-venv-"), in_parent
+    assert root_of(parent / "bin" / "python", base) == in_parent  # the same venv finds its folder again
+    other = tmp_path / "other"
+    assert run(sys.executable, "-m", "venv", "--without-pip", str(other)).returncode == 0
+    assert root_of(other / "bin" / "python", base) not in (in_parent, str(base))
+    base_python = run(parent / "bin" / "python", "-c", "import sys; print(sys._base_executable)").stdout.strip()
+    assert root_of(base_python, base) == str(base)  # the interpreter that is not a venv keeps BASE

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -249,26 +248,6 @@ def test_check_then_initialize_under_srun(slurm_cluster: Cluster, tmp_path: Path
 
 
 # -- mpirun on two emulated hosts -------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_ssh(tmp_path: Path) -> Path:
-    """An `ssh` for mpirun: runs the remote command in new UTS+mount namespaces named after the host."""
-    require_tool("unshare", "mount", "hostname")
-    hosts = tmp_path / "etc-hosts"
-    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
-    script = tmp_path / "fake-ssh"
-    script.write_text(
-        textwrap.dedent(f"""\
-        #!/bin/sh
-        while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
-        host=$1; shift
-        exec unshare --uts --mount sh -c \\
-            'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"' fake-ssh "$host" {hosts} "$*"
-        """)
-    )
-    script.chmod(0o755)
-    return script
 
 
 @pytest.mark.mpi

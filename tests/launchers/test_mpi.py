@@ -17,7 +17,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,13 +28,16 @@ import pytest
 
 from resolver.origin import Origin
 from tests.conftest import IN_CI, require_tool
-from tests.launchers.launching import launch as run_launcher
+from tests.launchers import launching
+from tests.launchers.child_venv import root as mpi_venvs_root
 
 pytestmark = pytest.mark.mpi
 
 WORKER = Path(__file__).resolve().with_name("mpi_worker.py")
 REPO = WORKER.parents[2]
-TIMEOUT = 150.0  # seconds for one launch; a hang fails the test instead of the CI job
+# seconds for one launch where no cgroup v2 can bound it by its CPU time (launching.watched_launch),
+# and for the sbatch job; a hang fails the test instead of the CI job
+TIMEOUT = 150.0
 # Open MPI as root, and more ranks than this machine's cores
 OPEN_MPI = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
@@ -41,6 +46,7 @@ OPEN_MPI = {
 }
 # the emulated hosts talk over loopback, which Open MPI's TCP transports skip unless told
 LOOPBACK = {"OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+SESSION_PREFIX = "ct-mpi-session-"  # each launch's TMPDIR
 LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "MV2_", "PALS_", "SLURM_", "TORCHELASTIC_", "HYDI_")
 LAUNCHER_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
 
@@ -55,7 +61,14 @@ def clean_env(*extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def launch(args: list[str], env: Mapping[str, str], *, timeout: float = TIMEOUT) -> str:
-    return run_launcher(args, env, timeout=timeout)
+    """Run a launcher to its end, with a TMPDIR of its own; failed by a hang, not by a loaded machine.
+
+    The TMPDIR holds the launcher's session directory: Open MPI 5 names it after the pid alone
+    ($TMPDIR/ompi.PID, prted.PID), and one that a killed launch left behind in /tmp stops the next
+    launcher given that pid (test_a_stale_pmix_file_at_the_launchers_pid_stops_open_mpi_5).
+    """
+    with tempfile.TemporaryDirectory(prefix=SESSION_PREFIX) as tmp:
+        return launching.watched_launch(args, {**env, "TMPDIR": tmp}, fallback_timeout=timeout)
 
 
 def answers(directory: Path, ranks: int, output: str) -> list[dict[str, Any]]:
@@ -119,27 +132,6 @@ def _find_library(name: str) -> str:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
-
-
-@pytest.fixture
-def fake_ssh(tmp_path: Path) -> Path:
-    """An `ssh` for launchers: runs the remote command in new UTS+mount namespaces named after the host."""
-    require_tool("unshare", "mount", "hostname")
-    hosts = tmp_path / "hosts"
-    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 nodeA nodeB\n")
-    script = tmp_path / "fake-ssh"
-    script.write_text(
-        textwrap.dedent(f"""\
-        #!/bin/sh
-        # fake-ssh [options] HOST COMMAND...: COMMAND on "host" HOST (a UTS namespace of that name)
-        while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
-        host=$1; shift
-        exec unshare --uts --mount sh -c \\
-            'hostname "$1" && mount --bind "$2" /etc/hosts && exec sh -c "$3"' fake-ssh "$host" {hosts} "$*"
-        """)
-    )
-    script.chmod(0o755)
-    return script
 
 
 # -- the runs ------------------------------------------------------------------------------------
@@ -303,6 +295,64 @@ def test_singleton_with_mpi4py_installed_is_not_mpi(out: Path) -> None:
     assert answer["all_reduce"] == 1
 
 
+# -- the bound on a launch (launching.watched_launch): a hang fails, a loaded machine does not -----
+
+
+@pytest.fixture
+def cgroup() -> None:
+    if launching.cgroup2_parent() is None:
+        pytest.skip("no cgroup v2 this process may write to (as root): MPI launches fall back to a wall-clock bound")
+
+
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {seconds}: pass\nprint('spun')"
+
+
+@pytest.mark.usefixtures("cgroup")
+def test_a_launch_that_waits_forever_fails_as_a_hang() -> None:
+    start = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match=r"used less than 0.05 CPU-seconds in \d+ s .*a hang"):
+        launching.watched_launch(["sleep", "600"], clean_env(), fallback_timeout=TIMEOUT, idle=2)
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.usefixtures("cgroup")
+def test_a_launch_that_spins_fails_at_its_cpu_budget() -> None:
+    spin = [sys.executable, "-c", SPIN.format(seconds=600)]
+    with pytest.raises(pytest.fail.Exception, match=r"used 1\.\d CPU-seconds, more than the 1 allowed"):
+        launching.watched_launch(spin, clean_env(), fallback_timeout=TIMEOUT, cpu_budget=1)
+
+
+@pytest.mark.usefixtures("cgroup")
+def test_a_starved_launch_is_no_hang() -> None:
+    """Four busy loops take most of both cores: a launch needing 3 CPU-seconds outlasts `idle` and passes."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    try:
+        start = time.monotonic()
+        output = launching.watched_launch(
+            [sys.executable, "-c", SPIN.format(seconds=3)], clean_env(), fallback_timeout=TIMEOUT, idle=2
+        )
+        elapsed = time.monotonic() - start
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert output.strip() == "spun"
+    assert elapsed > 3  # one thread needs 3 s for 3 CPU-seconds: a wall-clock bound of `idle` s would fail it
+
+
+@pytest.mark.usefixtures("cgroup")
+def test_what_a_launch_leaves_running_is_stopped(tmp_path: Path) -> None:
+    """A daemon in a session of its own (as PRRTE's prted) is stopped when the launch ends."""
+    pidfile = tmp_path / "daemon.pid"
+    script = f"setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > {pidfile}"
+    launching.watched_launch(["sh", "-c", script], clean_env(), fallback_timeout=TIMEOUT)
+    stat = Path(f"/proc/{pidfile.read_text().strip()}/stat")
+    deadline = time.monotonic() + 10
+    while stat.exists() and stat.read_text().split(") ")[-1][0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not stat.exists() or stat.read_text().split(") ")[-1][0] == "Z", stat.read_text()
+
+
 # -- the deadline behind resolve's collectives (probes.bounded, probes.nonblocking) ---------------
 
 NONBLOCKING_WORKER = WORKER.with_name("nonblocking_worker.py")
@@ -347,7 +397,8 @@ def test_a_late_rank_is_a_deadline_not_a_hang(out: Path, launcher: str, thread_l
 # namespace named nodeB. (Hydra takes every address of that namespace for this host, and would
 # start nodeB's ranks on nodeA.)
 
-VENVS = Path(os.environ.get("MPI_VENVS", "/opt/cluster-topology-mpi"))
+# as mpi_venvs.sh's default: /opt/cluster-topology-mpi, or a folder of this venv's own when run in one
+VENVS = Path(os.environ.get("MPI_VENVS") or mpi_venvs_root(Path("/opt/cluster-topology-mpi")))
 SUBNET = "198.51.100"
 # Per wheel: its venv, launcher, library, local rank and size variables, and the options of each
 # layout (`ssh` is the fake ssh): "one node" runs all four ranks here; "block" puts ranks 0 and 1 on
@@ -415,6 +466,40 @@ def wheel_launch(name: str, options: list[str], out: Path, *, network: Path | No
     return answers(out, 4, launch(args, env))
 
 
+def check_session_dirs(name: str, found: list[dict[str, Any]]) -> None:
+    """Open MPI 5's session directories are in the launch's own TMPDIR, never in /tmp itself."""
+    if name != "openmpi5":
+        return
+    for answer in found:
+        env = answer["env"]
+        session = Path(env["PMIX_SERVER_TMPDIR"])  # ompi.PID (nodeA) or prted.PID (nodeB)
+        assert session.parent == Path(env["TMPDIR"]), env
+        assert session.parent.name.startswith(SESSION_PREFIX), env
+
+
+def test_a_stale_pmix_file_at_the_launchers_pid_stops_open_mpi_5(tmp_path: Path) -> None:
+    """What a killed launch leaves in its session directory stops the next launcher with its pid.
+
+    Open MPI 5's launcher keeps its session in $TMPDIR/ompi.<its pid>, and its PMIx server will not
+    start when a rendezvous file (pmix.<host>.tool) is already there: measured, a launch that the
+    old 150-s deadline killed left /tmp/ompi.29027, and a later prterun given pid 29027 (pids wrap at
+    32768 on a busy machine) exits 213 at once. Hence each launch here gets a TMPDIR of its own.
+    """
+    python = wheel_python("openmpi5")
+    mpiexec = [str(python.parent / "mpiexec"), "--allow-run-as-root", "-n", "1", "true"]
+    plant = 'mkdir -p "$TMPDIR/ompi.$$" && : > "$TMPDIR/ompi.$$/pmix.$(hostname).tool" && exec "$@"'
+    for stale in (True, False):
+        tmp = tmp_path / f"stale-{stale}"
+        tmp.mkdir()
+        args = ["sh", "-c", plant if stale else 'exec "$@"', "sh", *mpiexec]  # mpiexec execs prterun: same pid
+        res = subprocess.run(args, env=clean_env({"TMPDIR": str(tmp)}), capture_output=True, text=True, timeout=TIMEOUT)
+        if stale:
+            assert res.returncode != 0, res
+            assert "The PMIx server's listener thread failed to start" in res.stdout + res.stderr, res
+        else:
+            assert res.returncode == 0, res
+
+
 @pytest.fixture
 def private_network(tmp_path: Path) -> tuple[Path, Path]:
     """A script entering a private network with nodeA and nodeB on a veth pair, and a fake ssh to nodeB."""
@@ -459,6 +544,7 @@ def test_wheel_n4_on_one_node(out: Path, name: str) -> None:
     wheel = WHEELS[name]
     found = wheel_launch(name, wheel["one_node"](None), out)
     check_world(found, node_ranks=[0, 0, 0, 0], launcher_local=wheel["local"])
+    check_session_dirs(name, found)
     for answer in found:
         assert answer["truth"]["library"].startswith(wheel["library"]), answer["truth"]
         assert str(Origin.from_dict(answer["topology"]["provenance"]["world_size"])) == f"env:{wheel['size']}"
@@ -480,6 +566,7 @@ def test_wheel_n4_on_two_emulated_hosts(out: Path, name: str, layout: str, reque
     assert [a["truth"]["hosts"] for a in found] == [layout_hosts] * 4  # the layout asked for
     node_ranks = [0, 0, 1, 1] if layout == "block" else [0, 1, 0, 1]
     check_world(found, node_ranks=node_ranks, launcher_local=wheel["local"])
+    check_session_dirs(name, found)
     for answer in found:
         top = answer["topology"]
         assert (top["local_rank"], top["local_world_size"]) == (
