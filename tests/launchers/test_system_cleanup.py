@@ -35,12 +35,17 @@ GPU_NODES = [Path(f"/dev/nvidia{k}") for k in range(harness.GPUS_PER_NODE)]
 CHILD_TESTS = """\
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.launchers import slurm_cluster as harness
+
+# SIGINT as a terminal's Ctrl-C finds it: a run started in a script's background (`bash .ci/run &`,
+# nohup) inherits SIGINT ignored and Python keeps it so, and this run would sleep through the signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ready(cluster):
@@ -127,25 +132,8 @@ def child(tmp_path: Path, test: str, **extra: str) -> tuple[subprocess.Popen[str
     env.pop("CLUSTER_TOPOLOGY_SLURM_STATE_DIR", None)
     plugin = ["-p", "tests.launchers.conftest"]  # the slurm_cluster fixture under test
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugin, "-q", f"test_child.py::{test}"]
-    proc = subprocess.Popen(
-        args,
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=ctrl_c_as_at_a_terminal,
-    )
+    proc = subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return proc, ready
-
-
-def ctrl_c_as_at_a_terminal() -> None:
-    """SIGINT back to its default in the child, so Python turns it into KeyboardInterrupt as Ctrl-C does.
-
-    A run started in the background of a script (`bash .ci/run &`, nohup) inherits SIGINT ignored, and
-    Python keeps an ignored SIGINT ignored: the child would sleep through the signal this test sends.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_ready(proc: subprocess.Popen[str], ready: Path) -> dict[str, Any]:
