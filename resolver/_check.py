@@ -41,6 +41,7 @@ from resolver import environ as env
 from resolver._detect import require_probes, resolve
 from resolver._version import __version__
 from resolver.errors import TopologyError
+from resolver.origin import Origin
 from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
@@ -80,25 +81,28 @@ def origin_of(topology: Topology, field: str) -> tuple[str | None, str | None]:
 
 @attrs.frozen(kw_only=True)
 class Member:
-    """One process as rank 0 sees it: its claimed rank, host, record (or error) and the origins of its fields."""
+    """One process as rank 0 sees it: its claimed rank, host, record (or error) and version."""
 
     rank: int | None
     host: str
     topology: Topology | None
-    origins: Mapping[str, tuple[str | None, str | None]] = attrs.field(factory=dict)
     error: Mapping[str, Any] | None = None
     version: str = ""
+
+    def origin(self, field: str) -> tuple[str | None, str | None]:
+        """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
+        return (None, None) if self.topology is None else origin_of(self.topology, field)
 
 
 def record(
     topology: Topology | None, host: str, *, error: TopologyError | None = None, rank: int | None = None
 ) -> dict[str, Any]:
-    """What one process sends rank 0: JSON-safe, a few hundred bytes."""
+    """What one process sends rank 0: JSON-safe, under 2 KB. The record's provenance says where each
+    value came from; rank 0 reads it only to name the variable of a problem."""
     out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid()}
     if topology is not None:
         out["rank"] = topology.global_rank
         out["topology"] = topology.to_dict()
-        out["origins"] = {name: list(origin_of(topology, name)) for name in topology.provenance}
     else:
         out["rank"] = rank
         out["error"] = error.to_dict() if error is not None else {"message": "no topology"}
@@ -123,16 +127,7 @@ def member(message: Mapping[str, Any]) -> Member:
         except (TopologyError, TypeError, ValueError, KeyError) as exc:
             error = {"message": f"sent a record that is not a topology: {exc}"}
         else:
-            raw = message.get("origins")
-            origins: dict[str, tuple[str | None, str | None]] = {}
-            if isinstance(raw, dict):
-                for name, pair in raw.items():
-                    if isinstance(pair, list) and len(pair) == 2:
-                        origins[str(name)] = (
-                            None if pair[0] is None else _text(pair[0]),
-                            None if pair[1] is None else _text(pair[1]),
-                        )
-            return Member(rank=topology.global_rank, host=host, topology=topology, origins=origins, version=version)
+            return Member(rank=topology.global_rank, host=host, topology=topology, version=version)
     if not isinstance(error, dict):
         error = {"message": "sent neither a topology nor an error"}
     return Member(rank=rank, host=host, topology=None, error=error, version=version)
@@ -278,7 +273,7 @@ def _origin(members: Sequence[Member], field: str) -> tuple[str, str | None]:
     """The commonest origin of `field` among `members`: (words, variable)."""
     if field == "version":
         return "the installed cluster-topology", None
-    found = Counter(m.origins.get(field, (None, None)) for m in members)
+    found = Counter(m.origin(field) for m in members)
     (words, variable), _ = found.most_common(1)[0]
     return (words or "the source"), variable
 
@@ -342,7 +337,7 @@ def verdict(
     ]
     for m in strangers:
         job = m.topology.job_id if m.topology is not None else None
-        words, variable = m.origins.get("job_id", (None, None))
+        words, variable = m.origin("job_id")
         problems.append(
             Problem(
                 kind="stranger",
@@ -682,7 +677,8 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
         port = env.port(environ, "MASTER_PORT")
     except TopologyError:
         raise error from None
-    origins = {"main_address": ("env:MASTER_ADDR", "MASTER_ADDR"), "main_port": ("env:MASTER_PORT", "MASTER_PORT")}
+    read = (("main_address", "MASTER_ADDR"), ("main_port", "MASTER_PORT"))
+    origins = {field: (str(Origin.env(name)), name) for field, name in read}
     return _Meeting(address, port, _rank_claim(environ), None, None, origins)
 
 

@@ -177,6 +177,21 @@ def test_schema_3_origins_are_objects(origins: object) -> None:
 
 
 @pytest.mark.parametrize(
+    "bad", [{"kind": "env", "name": ["X"]}, {"kind": "env", "name": "X", "note": {}}, {"kind": ["env"], "name": "X"}]
+)
+def test_origins_read_back_are_shared_and_junk_is_still_refused(bad: dict[str, object]) -> None:
+    """Records of one job share their origins (rank 0 of a check reads thousands): one object per value."""
+    first, second = (
+        Topology.from_json(Topology(**BASE, provenance={"world_size": Origin.env("W")}).to_json()) for _ in "ab"
+    )
+    assert first.provenance["world_size"] is second.provenance["world_size"]
+    assert Origin.from_dict({"kind": "formula", "name": "a*b", "variables": ["A", "B"]}).variables == ("A", "B")
+    with pytest.raises(InvalidTopology) as info:  # unhashable values fall through to the validators
+        Origin.from_dict(bad)
+    assert info.value.field == "provenance"
+
+
+@pytest.mark.parametrize(
     ("visible", "device", "shown"),
     [
         (("0", "1"), 1, " device 1/2 (1) "),
