@@ -478,6 +478,23 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MASTER_PORT": PORT,
         },
     ),
+    "lws": (
+        {
+            "LWS_LEADER_ADDRESS": "vllm-0.vllm.default",
+            "LWS_GROUP_SIZE": "2",
+            "LWS_WORKER_INDEX": "1",
+            "LWS_NAME": "vllm",
+            "LWS_GROUP_INDEX": "0",
+        },
+        probes.fake(),
+        {
+            "LWS_LEADER_ADDRESS": ADDRESS,
+            "LWS_GROUP_SIZE": COUNT,
+            "LWS_WORKER_INDEX": INDEX,
+            "LWS_GROUP_INDEX": INDEX,
+            "MASTER_PORT": PORT,
+        },
+    ),
 }
 CASES = [
     pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")

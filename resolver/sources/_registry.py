@@ -160,6 +160,12 @@ ENTRIES: tuple[Entry, ...] = (
         endpoint=any_of("AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"),
     ),
     Entry("tpu_vm", f"{_SOURCES}.tpu_vm:TpuVm", any_of("TPU_WORKER_ID")),
+    Entry(
+        "lws",
+        f"{_SOURCES}.lws:Lws",
+        all_of("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"),
+        facts=any_of("LWS_NAME", "LWS_GROUP_INDEX"),
+    ),
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
     Entry("xla", f"{_SOURCES}.xla:Xla", auto=False, testing=()),

@@ -61,6 +61,7 @@ from resolver.testing.kubeflow_trainer import (
     kubeflow_trainer_job,
 )
 from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
+from resolver.testing.lws import LwsLaunch, LwsPod, lws_env, lws_job
 from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
 from resolver.testing.openmpi import OpenMpiLaunch, OpenMpiRank, openmpi_env, openmpi_job
 from resolver.testing.pbs import PbsLaunch, PbsProcess, pbs_env, pbs_job
@@ -109,6 +110,8 @@ __all__ = [
     "Launcher",
     "LsfLaunch",
     "LsfTask",
+    "LwsLaunch",
+    "LwsPod",
     "MpichLaunch",
     "MpichRank",
     "OpenMpiLaunch",
@@ -152,6 +155,8 @@ __all__ = [
     "kubeflow_trainer_job",
     "lsf_env",
     "lsf_job",
+    "lws_env",
+    "lws_job",
     "mpich_env",
     "mpich_job",
     "openmpi_env",

@@ -72,6 +72,8 @@ SIGNATURES: list[tuple[Callable[..., object], type, set[str]]] = [
     (rt.skypilot_env, rt.SkyPilotLaunch, {"node"}),
     (rt.dstack_job, rt.DstackLaunch, set()),
     (rt.dstack_env, rt.DstackLaunch, {"node"}),
+    (rt.lws_job, rt.LwsLaunch, set()),
+    (rt.lws_env, rt.LwsLaunch, {"node"}),
 ]
 
 
