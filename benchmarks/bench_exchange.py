@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import resolver
-from probes.exchange import RETRY_CAP
+from probes.exchange import retry_cap
 from resolver._check import check, record
 from resolver.testing import Job, torchrun_job
 
@@ -155,9 +155,10 @@ def _floor_serve(port: int, ranks: int, line: bytes) -> None:
     selector.close()
 
 
-def _floor_join(port: int, line: bytes) -> bool:
+def _floor_join(port: int, line: bytes, ranks: int) -> bool:
     """Connect (retrying as `probes.exchange.join` does: doubling from 10 ms, jittered, capped at
-    RETRY_CAP, so that both cases spend the same while rank 0 is not listening yet), send, read the answer."""
+    `retry_cap(ranks)`, so that both cases spend the same while rank 0 is not listening yet), send,
+    read the answer."""
     deadline = time.monotonic() + TIMEOUT
     delay = 0.01
     while True:
@@ -168,7 +169,7 @@ def _floor_join(port: int, line: bytes) -> bool:
             if time.monotonic() > deadline:
                 raise
             time.sleep(delay * (1 + random.random()))  # noqa: S311
-            delay = min(RETRY_CAP, delay * 2)
+            delay = min(retry_cap(ranks), delay * 2)
     with conn:
         conn.sendall(line)
         return conn.recv(16) == b"1\n"
@@ -184,7 +185,7 @@ def case_floor(ranks: int) -> tuple[float, bool]:
         if r == 0:
             _floor_serve(port, ranks, line)
             return True
-        return _floor_join(port, line)
+        return _floor_join(port, line, ranks)
 
     seconds, results = timed(ranks, work)
     return seconds, all(x is True for x in results)

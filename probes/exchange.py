@@ -57,10 +57,12 @@ __all__ = [
     "PROTOCOL",
     "RECORD_LIMIT",
     "RETRY_CAP",
+    "RETRY_RATE",
     "Arrival",
     "ExchangeFailed",
     "Server",
     "join",
+    "retry_cap",
 ]
 
 PROTOCOL = "cluster-topology-exchange/1"
@@ -68,7 +70,8 @@ RECORD_LIMIT = 64 * 1024  # bytes one connection may send rank 0: a record is a 
 GREETING_LIMIT = 64 * 1024  # bytes a process reads before it must have seen rank 0's greeting
 GREET_AFTER = 0.5  # seconds after which a connection that sent nothing is greeted on its own
 ANSWER_GRACE = 5.0  # seconds a greeted process waits past its deadline: rank 0's may be later
-RETRY_CAP = 0.1  # seconds between connection attempts at most: rank 0 may start last, and a job waits on it
+RETRY_CAP = 0.1  # seconds between connection attempts at most, in a small job: rank 0 may start last
+RETRY_RATE = 10_000  # connection attempts a second the whole job aims at rank 0's port at most while it is not up
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
@@ -477,6 +480,20 @@ def _connect(addresses: list[tuple[Any, ...]], seconds: float) -> socket.socket:
     raise last
 
 
+def retry_cap(processes: int | None) -> float:
+    """Seconds between one process's connection attempts at most, in a job of `processes` that all
+    retry until rank 0 listens: RETRY_CAP, or longer in a job so large that its retries would reach
+    rank 0's port more than RETRY_RATE times a second (4,096 processes: 0.41 s).
+
+    Every attempt of a process that rank 0 refuses is a SYN and a reset on rank 0's host, and in the
+    benchmark's one process a wake-up that competes with rank 0 for the interpreter: at 0.1 s, 4,095
+    processes retrying made 40,000 attempts a second and once kept rank 0 from listening for 65 s.
+    gRPC's connection backoff protocol asks the same of its clients: attempts started together must
+    disperse (https://github.com/grpc/grpc/blob/master/doc/connection-backoff.md).
+    """
+    return max(RETRY_CAP, (processes or 1) / RETRY_RATE)
+
+
 def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, greeting, record, answer
     address: str,
     port: int,
@@ -487,16 +504,18 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
     deadline: float,
     answer_limit: int = RECORD_LIMIT,
     strict_job: bool = True,
+    processes: int | None = None,
 ) -> Any:
-    """Connect to rank 0 at `address:port` (retrying with backoff until `deadline`), send `message`
-    and return rank 0's answer. Raises `ExchangeFailed`.
+    """Connect to rank 0 at `address:port` (retrying with backoff until `deadline`, at most
+    `retry_cap(processes)` apart: `processes` is how many meet there), send `message` and return rank
+    0's answer. Raises `ExchangeFailed`.
 
     A greeting of another round (the previous exchange on this port, still closing) is retried; one
     of another job is a ``stranger`` failure when `strict_job` and both jobs are known.
     """
     where = f"{address}:{port}"
     said = {**message, "protocol": PROTOCOL, "round": round_, "job": job}
-    delay = 0.01
+    delay, cap = 0.01, retry_cap(processes)
     last = "nothing answered"
     try:  # once: the name does not move while the job starts
         addresses = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
@@ -511,7 +530,7 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
         except OSError as exc:
             last = "timed out" if isinstance(exc, BlockingIOError) else exc.strerror or str(exc)
             time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))  # noqa: S311
-            delay = min(RETRY_CAP, delay * 2)
+            delay = min(cap, delay * 2)
             continue
         with sock:
             lines = _Lines(sock)
@@ -532,7 +551,7 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
             except OSError as exc:
                 last = f"the connection was reset before a greeting ({exc.strerror or exc})"
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(RETRY_CAP, delay * 2)
+                delay = min(cap, delay * 2)
                 continue
             if greeting == sent[:-1]:
                 # our own record: with the main port in the ephemeral range and rank 0 not listening yet,
@@ -540,12 +559,12 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
                 _reset(sock)  # at once: a closing self-connection would still hold the port from rank 0
                 last = f"the connection to {where} reached itself (the port is in the ephemeral range)"
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(RETRY_CAP, delay * 2)
+                delay = min(cap, delay * 2)
                 continue
             if greeting is None:  # a listener that is closing (the last round's), or refused us: retry
                 last = "the connection closed before a greeting"
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(RETRY_CAP, delay * 2)
+                delay = min(cap, delay * 2)
                 continue
             hello = _parse(greeting)
             if hello is None or hello.get("protocol") != PROTOCOL:
@@ -555,7 +574,7 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
             if hello.get("round") != round_:  # rank 0 of the last round drops our record: come again
                 last = f"rank 0 there was in round {hello.get('round')!r}, not {round_!r}"
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(RETRY_CAP, delay * 2)
+                delay = min(cap, delay * 2)
                 continue
             theirs = hello.get("job")
             if strict_job and job is not None and theirs is not None and theirs != job:

@@ -74,6 +74,7 @@ class TcpComm:
                 job=None,
                 deadline=deadline,
                 answer_limit=(1 << 20) + 4096 * self.size,
+                processes=self.size,
             )
         except ExchangeFailed as exc:
             if exc.kind == "unreachable":

@@ -641,7 +641,14 @@ def check(
             return report(found, nodes)
     try:
         answer = join(
-            meeting.address, meeting.port, mine, round_=ROUND, job=meeting.job, deadline=deadline, strict_job=False
+            meeting.address,
+            meeting.port,
+            mine,
+            round_=ROUND,
+            job=meeting.job,
+            deadline=deadline,
+            strict_job=False,
+            processes=meeting.size,
         )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:

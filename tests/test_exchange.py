@@ -223,6 +223,29 @@ def test_nothing_listening_is_a_deadline_naming_the_endpoint() -> None:
     assert e.value.kind == "unreachable" and time.monotonic() - started < 1.5
 
 
+def test_a_large_job_retries_less_often_while_rank_0_is_not_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole job aims at most RETRY_RATE attempts a second at rank 0's port, whatever its size."""
+    assert exchange.retry_cap(None) == exchange.retry_cap(64) == exchange.RETRY_CAP
+    assert exchange.retry_cap(4096) == pytest.approx(4096 / exchange.RETRY_RATE)
+    connect = exchange._connect
+    attempts: list[float] = []
+
+    def counted(addresses: list[tuple[Any, ...]], seconds: float) -> socket.socket:
+        attempts.append(time.monotonic())
+        return connect(addresses, seconds)
+
+    monkeypatch.setattr(exchange, "_connect", counted)
+    port = free_port()  # nobody listens: every attempt is refused
+    made = {}
+    for processes in (None, 50_000):  # 0.1 s apart at most, then 5 s
+        attempts.clear()
+        with pytest.raises(ExchangeFailed):
+            join("127.0.0.1", port, {}, round_="t", job=None, deadline=time.monotonic() + 3, processes=processes)
+        made[processes] = len(attempts)
+    # 3 s: at 0.1-0.2 s apart (jittered) 18 attempts at least; doubling from 10 ms, 9 attempts fill 2.55 s at least
+    assert made[None] >= 15 and made[50_000] <= 9, made
+
+
 def test_an_address_that_does_not_resolve_fails_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(ExchangeFailed, match="does not resolve") as e:
