@@ -97,9 +97,9 @@ def timed(ranks: int, work: Callable[[int], Any]) -> tuple[float, list[Any], flo
     busy (resolving, retrying their connections), one thread may wait there for many seconds. When
     that thread is rank 0, everyone waits for it: the run measures the harness's scheduling, and the
     check rightly reports rank 0 missing when it began after the timeout. Seen here at 4,096 ranks in
-    both the check and its floor (rank 0 began 64 s and 68 s late in runs whose median thread began
-    within 2.5 s). Releases without the barrier's line (a lock per thread, a pipe, a common start
-    time) were worse: thousands of threads wanting the interpreter lock at once.
+    both the check and its floor (rank 0 began 68 s late in a check run whose median thread began at
+    2.3 s, 64 s late in a floor run). Releases without the barrier's line (a lock per thread, a pipe,
+    a common start time) were worse: thousands of threads wanting the interpreter lock at once.
     """
     barrier = threading.Barrier(ranks + 1)
     results: list[Any] = [None] * ranks
