@@ -26,3 +26,20 @@ def test_each_benchmark_imports_as_a_script(module: str) -> None:
     run = f"import runpy; runpy.run_path({str(script)!r}, run_name='imported')"
     done = subprocess.run([sys.executable, "-c", run], cwd="/", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_exchange_benchmark_prints_each_run_with_when_rank_0_began(capsys: pytest.CaptureFixture[str]) -> None:
+    """A small run of bench_exchange: every case's runs as seconds/rank 0's start, all ok, and the ratio."""
+    from benchmarks import bench_exchange
+
+    assert bench_exchange.main(["--ranks", "8", "--repeats", "2", "--no-torch", "--hostile", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[1]: line.split() for line in lines if line.split()[:1] in (["8"], ["4"])}
+    for case in ("check", "floor", "hostile"):
+        row = rows[case]
+        assert row[5] == "True", row  # every report ok
+        runs = [run.split("/") for run in row[6:8]]
+        assert all(float(seconds) >= float(late) >= 0 for seconds, late in runs), row
+        low, high = min(float(seconds) for seconds, _ in runs), max(float(seconds) for seconds, _ in runs)
+        assert (float(row[3]), float(row[4])) == (round(low, 2), round(high, 2)), row  # min and max columns
+    assert any("check/floor (medians)" in line for line in lines)
