@@ -1,8 +1,10 @@
 """What the resolver may ask the outside world, as injected callables.
 
-A `Probes` bundle holds seven questions: `hostname()`, `comm()` (an mpi4py-shaped communicator),
-`xla()` (a torch_xla.runtime-shaped object), `free_port()`, `read_text(path)`, `which(name)` and
-`device_count()` (the accelerators on this node, asked only when no visibility variable says).
+A `Probes` bundle holds ten questions: `hostname()`, `comm()` (an mpi4py-shaped communicator),
+`xla()` (a torch_xla.runtime-shaped object), `free_port()`, `read_text(path)`, `which(name)`,
+`device_count()` (the accelerators on this node, asked only when no visibility variable says), and
+the network ones that only the preflight and `exec --ifname` ask (`resolve` makes no network call):
+`interfaces()`, `lookup(name)` and `route(destination)` (probes/network.py).
 `system()` answers them for real, importing mpi4py or torch_xla only when asked;
 `fake(...)` answers only what it was given and raises `ProbeFailed` naming the probe otherwise.
 """
@@ -10,7 +12,7 @@ A `Probes` bundle holds seven questions: `hostname()`, `comm()` (an mpi4py-shape
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,7 +26,15 @@ __all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
 __distribution__ = "cluster-topology"
 
 
-_SUBMODULES = ("bounded", "exchange", "fakes", "live", "nonblocking", "tcp")  # attributes, imported on first use
+_SUBMODULES = (
+    "bounded",
+    "exchange",
+    "fakes",
+    "live",
+    "network",
+    "nonblocking",
+    "tcp",
+)  # attributes, imported on first use
 
 
 def __getattr__(name: str) -> Any:
@@ -68,11 +78,29 @@ def fake(
     comm: FakeComm | Comm | None = None,
     xla: FakeXla | XlaRuntime | None = None,
     devices: int | None = None,
+    interfaces: Mapping[str, Sequence[str]] | None = None,
+    names: Mapping[str, Sequence[str]] | None = None,
+    routes: Mapping[str, str] | None = None,
 ) -> Probes:
     """Probes that answer only what they were given; any other question raises `ProbeFailed`.
 
-    `devices` is the answer of `device_count()`: the accelerators the node has.
+    `devices` is the answer of `device_count()`: the accelerators the node has. The network, for
+    the preflight and `--ifname`: `interfaces` (interface -> its addresses), `names` (name -> the
+    addresses it resolves to; an address stands for itself) and `routes` (a destination, name or
+    address, -> the interface toward it; an address of `interfaces` is reached on the interface
+    holding it, a loopback one on `lo`).
     """
     from probes.fakes import make  # on first use, as in __getattr__ above (3.5%)
 
-    return make(hostname=hostname, free_port=free_port, files=files, which=which, comm=comm, xla=xla, devices=devices)
+    return make(
+        hostname=hostname,
+        free_port=free_port,
+        files=files,
+        which=which,
+        comm=comm,
+        xla=xla,
+        devices=devices,
+        interfaces=interfaces,
+        names=names,
+        routes=routes,
+    )

@@ -6,12 +6,15 @@ on most machines) does not build the bundle class: `probes.live` imports none of
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from resolver.errors import ProbeFailed
+
+if TYPE_CHECKING:
+    from probes.network import Route
 
 __all__ = ["Comm", "Probes", "XlaRuntime"]
 
@@ -41,6 +44,15 @@ def _no_device_count() -> int:
     raise ProbeFailed("device_count", "this Probes bundle was built without a device_count probe")
 
 
+def _not_built(probe: str) -> Callable[..., Any]:
+    """The default of a network probe in a bundle built without it (probes/network.py has the live ones)."""
+
+    def fail(*args: object) -> Any:
+        raise ProbeFailed(probe, f"this Probes bundle was built without a {probe} probe")
+
+    return fail
+
+
 @attrs.frozen(kw_only=True)
 class Probes:
     """A bundle of probes; build one with `system()` or `fake(...)`, or `attrs.evolve` one of those."""
@@ -52,3 +64,8 @@ class Probes:
     read_text: Callable[[str], str]
     which: Callable[[str], str | None]
     device_count: Callable[[], int] = _no_device_count
+    # the network (asked by the preflight and `exec --ifname`, never by `resolve`): this host's
+    # interfaces and their addresses, a name's addresses, the interface and address toward a destination
+    interfaces: Callable[[], Mapping[str, tuple[str, ...]]] = attrs.field(factory=lambda: _not_built("interfaces"))
+    lookup: Callable[[str], tuple[str, ...]] = attrs.field(factory=lambda: _not_built("lookup"))
+    route: Callable[[str], Route] = attrs.field(factory=lambda: _not_built("route"))

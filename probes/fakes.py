@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import attrs
 
 from probes._bundle import Comm, Probes, XlaRuntime
+from probes.network import Route
 from resolver.errors import ProbeFailed
 
 __all__ = ["FakeComm", "FakeXla", "make"]
@@ -172,8 +173,12 @@ def make(
     comm: Comm | None,
     xla: XlaRuntime | None,
     devices: int | None = None,
+    interfaces: Mapping[str, Sequence[str]] | None = None,
+    names: Mapping[str, Sequence[str]] | None = None,
+    routes: Mapping[str, str] | None = None,
 ) -> Probes:
     """The bundle behind `probes.fake(...)`: each given answer, and `ProbeFailed` for the rest."""
+    network = _network(interfaces, names, routes)
 
     def read_text(path: str) -> str:
         try:
@@ -189,4 +194,68 @@ def make(
         comm=_unanswered("comm") if comm is None else (lambda: comm),
         xla=_unanswered("xla") if xla is None else (lambda: xla),
         device_count=_unanswered("device_count") if devices is None else (lambda: devices),
+        interfaces=network.interfaces,
+        lookup=network.lookup,
+        route=network.route,
     )
+
+
+@attrs.frozen
+class _Network:
+    interfaces: Callable[[], Mapping[str, tuple[str, ...]]]
+    lookup: Callable[[str], tuple[str, ...]]
+    route: Callable[[str], Route]
+
+
+def _network(
+    interfaces: Mapping[str, Sequence[str]] | None,
+    names: Mapping[str, Sequence[str]] | None,
+    routes: Mapping[str, str] | None,
+) -> _Network:
+    """The fake network: `interfaces` (interface -> addresses), `names` (name -> addresses it resolves to;
+    an address stands for itself) and `routes` (destination address or name -> the interface toward it;
+    an address of `interfaces` is reached on the interface holding it, as probes.network.route does)."""
+    from probes.network import Route, holder, is_loopback  # ctypes and ipaddress: only for fakes given a network
+
+    table = {name: tuple(addresses) for name, addresses in (interfaces or {}).items()}
+
+    def lookup(name: str) -> tuple[str, ...]:
+        if names is not None and name in names:
+            return tuple(names[name])
+        if _is_address(name):
+            return (name,)
+        if names is None:
+            raise ProbeFailed("lookup", "the fake probes were not given an answer for it")
+        raise ProbeFailed("lookup", f"{name!r} does not resolve: not among the fake names")
+
+    def route(destination: str) -> Route:
+        address = lookup(destination)[0]
+        mine = holder(address, table)
+        if mine is not None and not is_loopback(address):
+            return Route(mine, address)
+        chosen = (routes or {}).get(destination) or (routes or {}).get(address)
+        if chosen is None and is_loopback(address):
+            chosen = "lo"
+        if chosen is None:
+            raise ProbeFailed("route", f"no route to {destination} ({address}) among the fake routes")
+        family = ":" if ":" in address else "."
+        local = next((a for a in table.get(chosen, ()) if family in a), address if chosen == "lo" else None)
+        if local is None:
+            raise ProbeFailed("route", f"the fake interface {chosen!r} has no address for {address}")
+        return Route(chosen, local)
+
+    return _Network(
+        interfaces=_unanswered("interfaces") if interfaces is None else (lambda: table),
+        lookup=_unanswered("lookup") if names is None and interfaces is None else lookup,
+        route=_unanswered("route") if interfaces is None else route,
+    )
+
+
+def _is_address(text: str) -> bool:
+    import ipaddress  # as above
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

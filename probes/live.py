@@ -16,6 +16,7 @@ from resolver.errors import ProbeFailed
 
 if TYPE_CHECKING:
     from probes import Comm, XlaRuntime
+    from probes.network import Route
 
 __all__ = [
     "KFD_NODES",
@@ -28,13 +29,27 @@ __all__ = [
     "file_bytes",
     "free_port",
     "hostname",
+    "interfaces",
+    "lookup",
     "probe",
     "read_text",
+    "route",
     "which",
     "xla",
 ]
 
-NAMES = ("hostname", "comm", "xla", "free_port", "read_text", "which", "device_count")  # a Probes bundle's
+NAMES = (  # a Probes bundle's
+    "hostname",
+    "comm",
+    "xla",
+    "free_port",
+    "read_text",
+    "which",
+    "device_count",
+    "interfaces",
+    "lookup",
+    "route",
+)
 # hostname, free_port, which and device_count are kernel calls that cannot hang, and a thread costs
 # more than the call; xla must be asked from the thread that runs torch_xla
 MAY_HANG = ("read_text", "comm")
@@ -194,3 +209,27 @@ def xla() -> XlaRuntime:
         raise ProbeFailed("xla", f"importing torch_xla failed: {exc!r}") from exc
     result: Any = runtime
     return result  # type: ignore[no-any-return]
+
+
+# the network probes (probes/network.py): asked by the preflight and `exec --ifname`, never by `resolve`
+
+
+def interfaces() -> dict[str, tuple[str, ...]]:
+    """This host's interfaces and their addresses (`probes.network.interfaces`)."""
+    from probes import network  # ctypes and ipaddress load only when the network is asked about
+
+    return network.interfaces()
+
+
+def lookup(name: str) -> tuple[str, ...]:
+    """The addresses `name` resolves to here, in getaddrinfo's order (`probes.network.lookup`)."""
+    from probes import network  # as above
+
+    return network.lookup(name)
+
+
+def route(destination: str) -> Route:
+    """The interface and local address traffic to `destination` leaves from (`probes.network.route`)."""
+    from probes import network  # as above
+
+    return network.route(destination)
