@@ -54,14 +54,18 @@ __all__ = [
     "ANSWER_GRACE",
     "GREETING_LIMIT",
     "GREET_AFTER",
+    "NAME_RETRY_CAP",
     "PROTOCOL",
     "RECORD_LIMIT",
     "RETRY_CAP",
     "RETRY_RATE",
+    "WAIT_EVERY",
     "Arrival",
+    "Connected",
     "ExchangeFailed",
     "Server",
     "join",
+    "resolve_name",
     "retry_cap",
 ]
 
@@ -79,7 +83,8 @@ class ExchangeFailed(Exception):
     """The meeting failed for this process. `kind` says how:
 
     - ``bind``: rank 0 cannot listen on the port (another process holds it);
-    - ``unreachable``: nothing listened at the endpoint until the deadline, or its name does not resolve;
+    - ``unresolved``: the endpoint's name did not resolve until the deadline;
+    - ``unreachable``: nothing listened at the endpoint until the deadline;
     - ``foreign``: something at the endpoint did not greet as rank 0 of this exchange does;
     - ``stranger``: rank 0 there belongs to another job (or turned this process away);
     - ``unanswered``: rank 0 greeted, then gave no answer by the deadline.
@@ -93,10 +98,12 @@ class ExchangeFailed(Exception):
 
 @attrs.frozen
 class Arrival:
-    """One process's message as rank 0 received it (`message` is the parsed JSON object), and its peer."""
+    """One process's message as rank 0 received it (`message` is the parsed JSON object), its peer, and the
+    `local` address of rank 0's that the process reached (the one training's connections will reach too)."""
 
     message: Mapping[str, Any]
     peer: str
+    local: str = ""
 
 
 def _line(obj: Any) -> bytes:
@@ -111,10 +118,10 @@ def _reset(conn: socket.socket) -> None:
 
 
 class _Conn:
-    __slots__ = ("accepted", "events", "greet_at", "greeted", "inbox", "outbox", "peer", "sock", "state")
+    __slots__ = ("accepted", "events", "greet_at", "greeted", "inbox", "local", "outbox", "peer", "sock", "state")
 
-    def __init__(self, sock: socket.socket, peer: str) -> None:
-        self.sock, self.peer = sock, peer
+    def __init__(self, sock: socket.socket, peer: str, local: str = "") -> None:
+        self.sock, self.peer, self.local = sock, peer, local
         self.inbox = bytearray()
         self.outbox = bytearray()
         self.state = "reading"  # reading -> member | dropping
@@ -214,7 +221,11 @@ class Server:
             except OSError:  # the peer went away before we took it (ECONNABORTED), or fd exhaustion
                 return
             sock.setblocking(False)
-            conn = _Conn(sock, f"{address[0]}:{address[1]}")
+            try:
+                local = _plain(sock.getsockname()[0])
+            except OSError:
+                local = ""
+            conn = _Conn(sock, f"{address[0]}:{address[1]}", local)
             self._selector.register(sock, selectors.EVENT_READ, conn)
             heapq.heappush(self._greetings, (conn.greet_at, next(self._order), conn))
 
@@ -316,7 +327,7 @@ class Server:
         heapq.heappush(self._greetings, (conn.greet_at, next(self._order), conn))
         self._waiting.append(conn)
         self._last_arrival = now
-        arrival = Arrival(message, conn.peer)
+        arrival = Arrival(message, conn.peer, conn.local)
         self._members.append((conn, arrival))
         return arrival
 
@@ -494,6 +505,81 @@ def retry_cap(processes: int | None) -> float:
     return max(RETRY_CAP, (processes or 1) / RETRY_RATE)
 
 
+@attrs.frozen
+class Connected:
+    """How this process reached rank 0: what the name `resolved` to here (in order), the `local` and `peer`
+    addresses of the connection, and the seconds it `waited` for the name to resolve."""
+
+    resolved: tuple[str, ...]
+    local: str
+    peer: str
+    waited: float
+
+
+class _Backoff:
+    """Sleep between attempts: `delay` plus up to as much again at random, doubling up to `cap`, never past
+    the deadline."""
+
+    def __init__(self, deadline: float, cap: float) -> None:
+        self.deadline, self.cap, self.delay = deadline, cap, 0.01
+
+    def pause(self) -> None:
+        wait = self.delay * (1 + random.random())  # noqa: S311 - spreading retries, not secrets
+        time.sleep(min(wait, max(0.0, self.deadline - time.monotonic())))
+        self.delay = min(self.cap, self.delay * 2)
+
+
+NAME_RETRY_CAP = 1.0  # seconds between lookups of a name that does not resolve yet, at most
+WAIT_EVERY = 3.0  # seconds between two calls of `on_wait` while a name does not resolve
+
+
+def resolve_name(
+    address: str,
+    port: int,
+    *,
+    deadline: float,
+    on_wait: Callable[[str, float], None] | None = None,
+) -> tuple[list[tuple[Any, ...]], float]:
+    """getaddrinfo(`address`, `port`) for a TCP connection, retried with backoff until it resolves or the
+    deadline: (the addresses, the seconds waited). On Kubernetes a pod's DNS record appears after the pod
+    starts, so a name may resolve seconds late. `on_wait(last error, seconds waited)` is called every
+    WAIT_EVERY seconds of waiting. Raises `ExchangeFailed` (kind ``unresolved``) naming the name and the
+    resolver's last error."""
+    started = time.monotonic()
+    backoff = _Backoff(deadline, NAME_RETRY_CAP)
+    next_word = started + WAIT_EVERY
+    while True:
+        try:
+            return socket.getaddrinfo(address, port, type=socket.SOCK_STREAM), time.monotonic() - started
+        except (socket.gaierror, UnicodeError) as exc:
+            last = exc.strerror if isinstance(exc, socket.gaierror) and exc.strerror else str(exc)
+        now = time.monotonic()
+        if now >= deadline:
+            raise ExchangeFailed(
+                "unresolved",
+                f"{address!r} did not resolve here in {now - started:.1f} s of trying (the last answer: {last})",
+            )
+        if on_wait is not None and now >= next_word:
+            on_wait(last, now - started)
+            next_word = now + WAIT_EVERY
+        backoff.pause()
+
+
+def _plain(address: Any) -> str:
+    """An address as text, without an IPv6 zone, and an IPv4 one that a dual-stack socket maps
+    (::ffff:10.9.0.1) as itself (10.9.0.1)."""
+    text = str(address).split("%", 1)[0]
+    return text[7:] if text.startswith("::ffff:") and "." in text else text
+
+
+def _numbers(addresses: list[tuple[Any, ...]]) -> tuple[str, ...]:
+    out: list[str] = []
+    for *_, sockaddr in addresses:
+        if _plain(sockaddr[0]) not in out:
+            out.append(_plain(sockaddr[0]))
+    return tuple(out)
+
+
 def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, greeting, record, answer
     address: str,
     port: int,
@@ -505,38 +591,46 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
     answer_limit: int = RECORD_LIMIT,
     strict_job: bool = True,
     processes: int | None = None,
+    about: Callable[[Connected], Mapping[str, Any]] | None = None,
+    on_wait: Callable[[str, float], None] | None = None,
 ) -> Any:
     """Connect to rank 0 at `address:port` (retrying with backoff until `deadline`, at most
     `retry_cap(processes)` apart: `processes` is how many meet there), send `message` and return rank
     0's answer. Raises `ExchangeFailed`.
 
+    A name that does not resolve yet is looked up again until the deadline (`resolve_name`, which
+    calls `on_wait`). `about(connected)`, once connected, gives fields to send beside `message` (the
+    preflight's network facts: they depend on the connection's local address).
     A greeting of another round (the previous exchange on this port, still closing) is retried; one
     of another job is a ``stranger`` failure when `strict_job` and both jobs are known.
     """
     where = f"{address}:{port}"
     said = {**message, "protocol": PROTOCOL, "round": round_, "job": job}
-    delay, cap = 0.01, retry_cap(processes)
+    addresses, waited = resolve_name(address, port, deadline=deadline, on_wait=on_wait)
+    resolved = _numbers(addresses)
+    here = f"{address} resolved here to {', '.join(resolved)}" if resolved != (address,) else ""
+    backoff = _Backoff(deadline, retry_cap(processes))
     last = "nothing answered"
-    try:  # once: the name does not move while the job starts
-        addresses = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise ExchangeFailed("unreachable", f"{address!r} does not resolve: {exc.strerror or exc}") from None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise ExchangeFailed("unreachable", f"nothing listened at {where} until the deadline ({last})")
+            tried = f"; {here}, each tried" if here else ""
+            raise ExchangeFailed("unreachable", f"nothing listened at {where} until the deadline ({last}){tried}")
         try:
             sock = _connect(addresses, min(remaining, 10.0))
         except OSError as exc:
             last = "timed out" if isinstance(exc, BlockingIOError) else exc.strerror or str(exc)
-            time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))  # noqa: S311
-            delay = min(cap, delay * 2)
+            backoff.pause()
             continue
         with sock:
             lines = _Lines(sock)
+            extra: Mapping[str, Any] = {}
+            if about is not None:
+                local, peer = _plain(sock.getsockname()[0]), _plain(sock.getpeername()[0])
+                extra = about(Connected(resolved, local, peer, waited))
             # at once, with how long this process waits for the greeting: rank 0 greets it with its
             # answer, or on its own when the gather stalls or this patience would run out
-            sent = _line({**said, "wait": round(max(0.0, deadline - time.monotonic()), 3)})
+            sent = _line({**said, **extra, "wait": round(max(0.0, deadline - time.monotonic()), 3)})
             try:
                 sock.sendall(sent)
                 greeting = lines.next(deadline + GREET_AFTER, GREETING_LIMIT)
@@ -550,21 +644,18 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
                 raise ExchangeFailed("foreign", f"something at {where} sent {exc}, not a greeting") from None
             except OSError as exc:
                 last = f"the connection was reset before a greeting ({exc.strerror or exc})"
-                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(cap, delay * 2)
+                backoff.pause()
                 continue
             if greeting == sent[:-1]:
                 # our own record: with the main port in the ephemeral range and rank 0 not listening yet,
                 # the connect drew that very port as its source and reached itself (TCP's simultaneous open)
                 _reset(sock)  # at once: a closing self-connection would still hold the port from rank 0
                 last = f"the connection to {where} reached itself (the port is in the ephemeral range)"
-                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(cap, delay * 2)
+                backoff.pause()
                 continue
             if greeting is None:  # a listener that is closing (the last round's), or refused us: retry
                 last = "the connection closed before a greeting"
-                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(cap, delay * 2)
+                backoff.pause()
                 continue
             hello = _parse(greeting)
             if hello is None or hello.get("protocol") != PROTOCOL:
@@ -573,8 +664,7 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
                 )
             if hello.get("round") != round_:  # rank 0 of the last round drops our record: come again
                 last = f"rank 0 there was in round {hello.get('round')!r}, not {round_!r}"
-                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-                delay = min(cap, delay * 2)
+                backoff.pause()
                 continue
             theirs = hello.get("job")
             if strict_job and job is not None and theirs is not None and theirs != job:

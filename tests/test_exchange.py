@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from probes import exchange
-from probes.exchange import PROTOCOL, RECORD_LIMIT, ExchangeFailed, Server, join
+from probes.exchange import PROTOCOL, RECORD_LIMIT, Connected, ExchangeFailed, Server, join
 from resolver._check import check
 from resolver.testing import torchrun_job
 
@@ -246,11 +246,63 @@ def test_a_large_job_retries_less_often_while_rank_0_is_not_up(monkeypatch: pyte
     assert made[None] >= 15 and made[50_000] <= 9, made
 
 
-def test_an_address_that_does_not_resolve_fails_at_once() -> None:
+def test_a_name_that_never_resolves_is_retried_until_the_deadline_and_named() -> None:
     started = time.monotonic()
-    with pytest.raises(ExchangeFailed, match="does not resolve") as e:
-        join("no-such-host.invalid", 29500, {}, round_="t", job=None, deadline=started + 10)
-    assert e.value.kind == "unreachable" and time.monotonic() - started < 5
+    waits: list[tuple[str, float]] = []
+    with pytest.raises(ExchangeFailed, match=r"'no-such-host\.invalid' did not resolve here") as e:
+        join(
+            "no-such-host.invalid",
+            29500,
+            {},
+            round_="t",
+            job=None,
+            deadline=started + 5.5,
+            on_wait=lambda why, waited: waits.append((why, waited)),
+        )
+    took = time.monotonic() - started
+    assert e.value.kind == "unresolved" and 5.5 <= took < 8, took
+    assert "the last answer: " in e.value.message  # the resolver's own words, e.g. "Name or service not known"
+    assert waits and waits[0][1] >= 3.0, waits  # the progress line, every 3 s of waiting
+
+
+def test_a_name_that_resolves_late_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    real = socket.getaddrinfo
+    appears = time.monotonic() + 1.5
+
+    def late(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "late-name.test":
+            if time.monotonic() < appears:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", late)
+    seen: list[Connected] = []
+
+    def about(connected: Connected) -> dict[str, Any]:
+        seen.append(connected)
+        return {"net": {"waited": connected.waited}}
+
+    def root() -> None:
+        with Server(port, round_="t", job="j") as server:
+            server.gather(deadline=time.monotonic() + 10, admit=lambda m: None, done=lambda got: len(got) >= 1)
+            server.answer(lambda a: "ok", deadline=time.monotonic() + 5)
+
+    t = threading.Thread(target=root)
+    t.start()
+    answer = join(
+        "late-name.test",
+        port,
+        {},
+        round_="t",
+        job="j",
+        deadline=time.monotonic() + 10,
+        about=about,
+    )
+    t.join(10)
+    assert answer == "ok"
+    assert seen[0].resolved == ("127.0.0.1",) and seen[0].local == "127.0.0.1" and seen[0].waited >= 1.4, seen
 
 
 def test_a_process_waiting_for_the_others_is_greeted_so_it_knows_rank_0_lives() -> None:
