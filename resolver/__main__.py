@@ -99,6 +99,7 @@ def _options() -> argparse.ArgumentParser:
         help="narrow CUDA_VISIBLE_DEVICES (and the other visibility variables set) to this process's "
         "device, so a program's device 0 is its own (exec, --format env); exit 2 when the device is unknown",
     )
+    p.add_argument("--ifname", action="store_true", help=exec_.IFNAME_HELP)
     count = _checked(check_integer, "--devices"), _checked(check_integer, "--num-nodes")
     p.add_argument("--devices", type=count[0], metavar="N", help="devices per node you intend to use")
     p.add_argument("--num-nodes", type=count[1], metavar="N", help="number of nodes you intend to use")
@@ -179,7 +180,8 @@ def _print(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         explanation = explain(resolved, source=args.source) if args.explain else None
         topology = _resolve(args, resolved, probes)
         _warn(topology)
-        output = render(args.format, topology, explanation, bind=resolved if args.bind_device else None)
+        extra = exec_.interface_variables(args, topology, resolved, probes, format_=args.format)
+        output = render(args.format, topology, explanation, bind=resolved if args.bind_device else None, extra=extra)
     except TopologyError as exc:
         return _fail(exc, as_json=args.format == "json")
     print(output, end="", flush=True)
@@ -190,7 +192,9 @@ def _exec(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Ma
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("no PROGRAM: cluster-topology exec [options] -- PROGRAM [ARGS...]")
-    checked = _check_cli.run_before_exec(args, environ, exec_.probes_without_mpi(environ) if args.check else None)
+    checked, interface = _check_cli.run_before_exec(
+        args, environ, exec_.probes_without_mpi(environ) if args.check else None
+    )
     if checked:
         return checked
     try:
@@ -199,7 +203,8 @@ def _exec(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Ma
         if topology.main_address is None or topology.main_port is None:
             raise InvalidSettings(f"the {topology.source} topology has no main address and port: {topology}")
         _warn(topology)
-        child = exec_.child_environment(environ, topology, bind=resolved if args.bind_device else None)
+        extra = exec_.interface_variables(args, topology, resolved, probes, known=interface)
+        child = exec_.child_environment(environ, topology, bind=resolved if args.bind_device else None, extra=extra)
     except TopologyError as exc:
         return _fail(exc)
     return exec_.replace(program, child)

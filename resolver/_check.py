@@ -31,7 +31,7 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +39,16 @@ import attrs
 
 from resolver import environ as env
 from resolver._detect import require_probes, resolve
+from resolver._problem import Problem
 from resolver._version import __version__
 from resolver.errors import TopologyError
 from resolver.origin import Origin
 from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
-from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, ExchangeFailed, Server, join  # noqa: E402
+from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server, join  # noqa: E402
+from probes.network import is_loopback  # noqa: E402
+from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -88,6 +91,7 @@ class Member:
     topology: Topology | None
     error: Mapping[str, Any] | None = None
     version: str = ""
+    net: Mapping[str, Any] | None = None  # the host's network facts (resolver/_network.py), when it sent them
 
     def origin(self, field: str) -> tuple[str | None, str | None]:
         """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
@@ -119,6 +123,7 @@ def member(message: Mapping[str, Any]) -> Member:
     rank = message.get("rank")
     rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
     version = _text(message.get("version", "?"))
+    net = message.get("net") if isinstance(message.get("net"), dict) else None
     error = message.get("error")
     data = message.get("topology")
     if data is not None:
@@ -127,43 +132,13 @@ def member(message: Mapping[str, Any]) -> Member:
         except (TopologyError, TypeError, ValueError, KeyError) as exc:
             error = {"message": f"sent a record that is not a topology: {exc}"}
         else:
-            return Member(rank=topology.global_rank, host=host, topology=topology, version=version)
+            return Member(rank=topology.global_rank, host=host, topology=topology, version=version, net=net)
     if not isinstance(error, dict):
         error = {"message": "sent neither a topology nor an error"}
-    return Member(rank=rank, host=host, topology=None, error=error, version=version)
+    return Member(rank=rank, host=host, topology=None, error=error, version=version, net=net)
 
 
 # -- the verdict ---------------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Problem:
-    """One thing that will hang or break the job: what kind, which ranks and hosts, the variable to fix."""
-
-    kind: str
-    ranks: tuple[int, ...] = ()
-    hosts: tuple[str, ...] = ()
-    variable: str | None = None
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "ranks": list(self.ranks),
-            "hosts": list(self.hosts),
-            "variable": self.variable,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
-        return cls(
-            kind=str(data["kind"]),
-            ranks=tuple(int(r) for r in data.get("ranks", ())),
-            hosts=tuple(str(h) for h in data.get("hosts", ())),
-            variable=None if data.get("variable") is None else str(data["variable"]),
-            message=str(data["message"]),
-        )
 
 
 @attrs.frozen(kw_only=True)
@@ -174,6 +149,8 @@ class Node:
     node_rank: int
     ranks: tuple[int, ...]
     devices: tuple[str | None, ...]
+    interface: str | None = None  # the interface this host reached rank 0 through (rank 0's: the one holding it)
+    address: str | None = None  # the host's address on it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,12 +158,15 @@ class Node:
             "node_rank": self.node_rank,
             "ranks": list(self.ranks),
             "devices": list(self.devices),
+            "interface": self.interface,
+            "address": self.address,
         }
 
     def __str__(self) -> str:
         devices = ",".join(d if d is not None else "-" for d in self.devices)
         shown = f"  devices {devices}" if any(d is not None for d in self.devices) else ""
-        return f"{self.host}  node {self.node_rank}  ranks {spans(self.ranks)}{shown}"
+        via = f"  via {self.interface} {self.address or ''}".rstrip() if self.interface else ""
+        return f"{self.host}  node {self.node_rank}  ranks {spans(self.ranks)}{shown}{via}"
 
 
 @attrs.frozen(kw_only=True)
@@ -198,12 +178,14 @@ class Verdict:
     problems: tuple[Problem, ...]
     summary: str
     nodes: tuple[Node, ...] = ()
+    warnings: tuple[Problem, ...] = ()  # what may hang the job, or slow it: reported, not failing
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "world_size": self.world_size,
             "missing": _ranges(self.missing),
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": [p.to_dict() for p in self.warnings],
             "summary": self.summary,
         }
 
@@ -214,6 +196,7 @@ class Verdict:
             missing=tuple(r for a, b in data.get("missing", ()) for r in range(int(a), int(b) + 1)),
             problems=tuple(Problem.from_dict(p) for p in data.get("problems", ())),
             summary=str(data.get("summary", "")),
+            warnings=tuple(Problem.from_dict(p) for p in data.get("warnings", ())),
         )
 
 
@@ -282,9 +265,19 @@ def _show(value: Any) -> str:
     return "unset" if value is None else str(value)
 
 
+def _by_address(resolved: Sequence[Member]) -> bool:
+    """Whether the main address can be judged by what it resolves to (resolver/_network.py): rank 0 sent
+    its addresses and every other process what the name resolved to on its host. Else it is compared as text."""
+    zero = next((m for m in resolved if m.rank == 0 and m.net is not None), None)
+    if zero is None or not (zero.net or {}).get("addresses"):
+        return False
+    return all(m.net is not None and m.net.get("resolved") for m in resolved if m is not zero)
+
+
 def _agreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any]]:
     problems: list[Problem] = []
     agreed: dict[str, Any] = {}
+    by_address = _by_address(resolved)
     for field in AGREED:
         groups: dict[Any, list[Member]] = {}
         for m in resolved:
@@ -292,6 +285,8 @@ def _agreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any
         ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(m.rank or 0 for m in kv[1])))
         reference, majority = ranked[0]
         agreed[field] = reference
+        if field == "main_address" and by_address:
+            continue  # n1 on one node and n1's address on another agree: the network rules judge where each leads
         for value, members in ranked[1:]:
             words, variable = _origin(members, field)
             ref_words, ref_variable = _origin(majority, field)
@@ -387,6 +382,10 @@ def verdict(
             )
         )
     problems += _placement(resolved, complete=not missing and len(resolved) == n)
+    variable = _origin(resolved, "main_address")[1] if resolved else None
+    network, warnings = judge(members, variable=variable, multi_node=len({m.host for m in members}) > 1)
+    problems += network
+    warnings = warnings[:MOST_PROBLEMS]
     if len(problems) > MOST_PROBLEMS:
         more = len(problems) - MOST_PROBLEMS + 1
         problems = [*problems[: MOST_PROBLEMS - 1], Problem(kind="more", message=f"and {more} more problems")]
@@ -399,7 +398,9 @@ def verdict(
             f"{len(members)} process{'es' if len(members) > 1 else ''} on {hosts} node{'s' if hosts > 1 else ''} "
             f"agree: {agreed['source']}{job}, main {_endpoint(agreed['main_address'], agreed['main_port'])}"
         )
-    return Verdict(world_size=n, missing=missing, problems=tuple(problems), summary=summary, nodes=nodes)
+    return Verdict(
+        world_size=n, missing=missing, problems=tuple(problems), summary=summary, nodes=nodes, warnings=tuple(warnings)
+    )
 
 
 def _endpoint(address: str | None, port: int | None) -> str:
@@ -498,12 +499,15 @@ def _map(resolved: Sequence[Member]) -> tuple[Node, ...]:
     out = []
     for (node, host), here in sorted(places.items()):
         here.sort(key=lambda m: m.rank or 0)
+        net = next((m.net for m in here if m.net is not None), None) or {}
         out.append(
             Node(
                 host=host,
                 node_rank=node,
                 ranks=tuple(m.rank for m in here if m.rank is not None),
                 devices=tuple(_device(_top(m)) for m in here),
+                interface=_text(net["interface"]) if net.get("interface") is not None else None,
+                address=_text(net["address"]) if net.get("address") is not None else None,
             )
         )
     return tuple(out)
@@ -526,27 +530,33 @@ class CheckReport:
     summary: str = ""
     host: str = ""
     nodes: tuple[Node, ...] | None = None
+    warnings: tuple[Problem, ...] = ()  # reported on every process, without failing the check
+    interface: str | None = None  # this process's interface toward rank 0 (rank 0's: the one the others reached)
 
     def to_dict(self) -> dict[str, Any]:
-        """`{"ok", "world_size", "missing", "problems", "elapsed_s", "nodes", "summary", "rank", "host"}`."""
+        """`{"ok", "world_size", "missing", "problems", "warnings", "elapsed_s", "nodes", "summary", "rank",
+        "host"}`."""
         return {
             "ok": self.ok,
             "world_size": self.world_size,
             "missing": list(self.missing),
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": [p.to_dict() for p in self.warnings],
             "elapsed_s": round(self.elapsed_s, 3),
             "nodes": None if self.nodes is None else [n.to_dict() for n in self.nodes],
             "summary": self.summary,
             "rank": None if self.topology is None else self.topology.global_rank,
             "host": self.host,
+            "interface": self.interface,
         }
 
     def lines(self) -> list[str]:
-        """The text report: one line when healthy, else one per problem; then the map (rank 0)."""
+        """The text report: one line when healthy, else one per problem; one per warning; then the map (rank 0)."""
         if self.ok:
             out = [f"{self.summary}, {self.elapsed_s:.1f} s"]
         else:
             out = [f"problem: {p.message}" for p in self.problems]
+        out += [f"warning: {w.message}" for w in self.warnings]
         return out + [str(node) for node in self.nodes or ()]
 
 
@@ -592,12 +602,15 @@ def check(
     timeout: float = 60.0,
     source: str | Source | None = None,
     allow_loopback: bool = False,
+    ifname: bool = False,
 ) -> CheckReport:
     """Resolve this process's record, meet every other process of the job at the main endpoint, and
     return the verdict rank 0 gave everyone (or what this process found on its own, when the meeting
     failed). Raises `TopologyError` only when this process can neither resolve nor find the endpoint.
 
-    `probes` answers host facts as in `resolve`; the meeting always uses real sockets.
+    `probes` answers host facts as in `resolve`, the network's among them (`interfaces`, `lookup`,
+    `route`; the Network page says what is judged); the meeting always uses real sockets. `ifname`: the program will
+    start under `exec --ifname`, which sets the interface variables the user left unset.
     """
     start = time.monotonic()
     deadline = start + timeout
@@ -610,6 +623,25 @@ def check(
     host = _host(environ, probes)
     meeting = _meeting(environ, topology, error)
     mine = record(topology, host, error=error, rank=meeting.rank)
+    asked = probes if probes is not None else _live()
+    own: dict[str, Any] = {}  # this process's network facts, once gathered
+
+    def net(connected: Connected | None = None) -> dict[str, Any]:
+        if connected is None:  # a process meeting in the launcher's store: the probes say the way
+            own.update(facts(environ, meeting.address, asked, ifname=ifname))
+            return own
+        found = facts(
+            environ,
+            meeting.address,
+            asked,
+            resolved=connected.resolved,
+            local=connected.local,
+            peer=connected.peer,
+            waited=connected.waited,
+            ifname=ifname,
+        )
+        own.update(found)
+        return found
 
     def report(found: Verdict, nodes: tuple[Node, ...] | None = None) -> CheckReport:
         return CheckReport(
@@ -622,9 +654,16 @@ def check(
             summary=found.summary,
             host=host,
             nodes=nodes,
+            warnings=found.warnings,
+            interface=own.get("interface"),
         )
 
+    def reached(address: str | None) -> dict[str, Any]:  # rank 0's facts, with the address the others reached
+        own.update(facts(environ, meeting.address, asked, local=address, ifname=ifname))
+        return own
+
     if environ.get(AGENT_STORE) == "True":
+        mine["net"] = net()
         found, nodes = _meet_in_store(meeting, mine, host, environ, deadline=deadline, timeout=timeout)
         return report(found, nodes)
     if meeting.rank == 0:
@@ -637,7 +676,7 @@ def check(
             # the port is held by another rank 0 of this job (a duplicate): meet it as a process does
         else:
             with server:
-                found, nodes = _serve(server, meeting, mine, deadline=deadline, timeout=timeout)
+                found, nodes = _serve(server, meeting, mine, reached, deadline=deadline, timeout=timeout)
             return report(found, nodes)
     try:
         answer = join(
@@ -649,6 +688,8 @@ def check(
             deadline=deadline,
             strict_job=False,
             processes=meeting.size,
+            about=lambda connected: {"net": net(connected)},
+            on_wait=lambda why, waited: _waiting(meeting, why, waited, timeout),
         )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:
@@ -656,6 +697,25 @@ def check(
     except (KeyError, TypeError, ValueError) as exc:
         failure = ExchangeFailed("foreign", f"rank 0 answered a verdict this process cannot read ({exc})")
         return report(_failed_meeting(meeting, host, failure, timeout))
+
+
+def _live() -> Probes:
+    from probes import system  # after require_probes (above): a user's probes.py may shadow ours
+
+    return system()
+
+
+def _waiting(meeting: _Meeting, why: str, waited: float, timeout: float) -> None:
+    """The progress line of a process whose main address does not resolve yet."""
+    words, _ = meeting.origins.get("main_address", (None, None))
+    log.info(
+        "check: %s (main_address from %s) does not resolve yet (%s); waited %.0f s of %.0f",
+        meeting.address,
+        words or "the source",
+        why,
+        waited,
+        timeout,
+    )
 
 
 def _meeting(environ: Mapping[str, str], topology: Topology | None, error: TopologyError | None) -> _Meeting:
@@ -753,6 +813,14 @@ def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: 
             "main_address",
             f"rank 0 never answered at {where} within {timeout:g} s: {exc}",
         )
+    if exc.kind == "unresolved":
+        return _problem_at_endpoint(
+            meeting,
+            host,
+            "unreachable",
+            "main_address",
+            f"rank 0 cannot be reached at {where}: {exc}; the same name will fail training's rendezvous",
+        )
     if exc.kind == "foreign":
         return _problem_at_endpoint(
             meeting,
@@ -767,11 +835,20 @@ def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: 
 
 
 def _serve(
-    server: Server, meeting: _Meeting, mine: dict[str, Any], *, deadline: float, timeout: float
+    server: Server,
+    meeting: _Meeting,
+    mine: dict[str, Any],
+    net: Callable[[str | None], dict[str, Any]],
+    *,
+    deadline: float,
+    timeout: float,
 ) -> tuple[Verdict, tuple[Node, ...]]:
+    """Rank 0's side of the check. `net(reached)` gives rank 0's network facts once the others came:
+    `reached` is the address of rank 0's that most of them reached (other than loopback), the one
+    training's connections will reach too, whatever rank 0's own lookup of the main name says (Debian
+    maps a host's own name to 127.0.1.1)."""
     strangers: list[Member] = []
     admitted: list[Member] = []  # parsed as each arrives, while rank 0 waits for the others
-    me = member(mine)
     expected = [meeting.size]
 
     def admit(message: Mapping[str, Any]) -> str | None:
@@ -804,6 +881,8 @@ def _serve(
         )
 
     arrivals = server.gather(deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY)
+    reached = Counter(a.local for a in arrivals if a.local and not is_loopback(a.local)).most_common(1)
+    me = member({**mine, "net": net(reached[0][0] if reached else None)})
     members = [me, *admitted]
     complete = done(arrivals)  # as many processes as the world has came: a missing rank is claimed by none
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"

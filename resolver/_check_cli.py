@@ -100,11 +100,12 @@ def _check(
     timeout: float,
     source: str | None,
     allow_loopback: bool,
+    ifname: bool = False,
 ) -> CheckReport:
     from resolver._check import check  # sockets and selectors load only when a check runs, not for `--format env`
 
     with _progress_to(sys.stderr):
-        return check(environ, probes, timeout=timeout, source=source, allow_loopback=allow_loopback)
+        return check(environ, probes, timeout=timeout, source=source, allow_loopback=allow_loopback, ifname=ifname)
 
 
 def _error(exc: TopologyError, as_json: bool) -> int:
@@ -131,10 +132,13 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return HEALTHY if report.ok else PROBLEM
 
 
-def run_before_exec(args: argparse.Namespace, environ: Mapping[str, str], probes: Probes | None) -> int:
-    """`exec --check`: the check first, its report on stderr (stdout is PROGRAM's); 0 lets PROGRAM start."""
+def run_before_exec(
+    args: argparse.Namespace, environ: Mapping[str, str], probes: Probes | None
+) -> tuple[int, str | None]:
+    """`exec --check`: the check first, its report on stderr (stdout is PROGRAM's); 0 lets PROGRAM start.
+    Also the interface toward rank 0 the check found (for `--ifname`), or None."""
     if not getattr(args, "check", False):
-        return HEALTHY
+        return HEALTHY, None
     try:
         report = _check(
             environ,
@@ -142,10 +146,13 @@ def run_before_exec(args: argparse.Namespace, environ: Mapping[str, str], probes
             timeout=args.check_timeout,
             source=args.source,
             allow_loopback=args.allow_loopback,
+            ifname=getattr(args, "ifname", False),
         )
     except TopologyError as exc:
-        return _error(exc, False)
-    lines = report.lines() if not report.ok else report.lines()[:1]
+        return _error(exc, False), None
+    shown = report.lines()
+    warned = [line for line in shown if line.startswith("warning: ")]
+    lines = ([line for line in shown if not line.startswith("warning: ")] if not report.ok else shown[:1]) + warned
     sys.stderr.write("".join(f"check: {line}\n" for line in lines))
     sys.stderr.flush()
-    return HEALTHY if report.ok else PROBLEM
+    return (HEALTHY if report.ok else PROBLEM), report.interface

@@ -21,7 +21,17 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["HELP", "USAGE", "child_environment", "parser", "probes_without_mpi", "replace"]
+__all__ = [
+    "HELP",
+    "IFNAME_HELP",
+    "IFNAME_TIMEOUT",
+    "USAGE",
+    "child_environment",
+    "interface_variables",
+    "parser",
+    "probes_without_mpi",
+    "replace",
+]
 
 USAGE = "[options] -- PROGRAM [ARGS...]"
 HELP = f"""\
@@ -29,7 +39,9 @@ HELP = f"""\
         resolve, write the env:// variables (MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
         LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK) and replace this process with
         PROGRAM: srun cluster-topology exec -- python train.py; with --bind-device the
-        visibility variables name this process's device alone, so PROGRAM's cuda:0 is its own
+        visibility variables name this process's device alone, so PROGRAM's cuda:0 is its own;
+        with --ifname GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME name the interface toward the
+        main address (those the user set stay theirs)
 """
 DESCRIPTION = (
     "Resolve this process's topology, write the env:// variables and exec PROGRAM (its pid, signals and exit "
@@ -84,13 +96,67 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
 
 
 def child_environment(
-    environ: Mapping[str, str], topology: Topology, *, bind: Mapping[str, str] | None = None
+    environ: Mapping[str, str],
+    topology: Topology,
+    *,
+    bind: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """PROGRAM's environment: `environ` with `exports(topology, bind=bind)` written over it."""
-    child = {**environ, **exports(topology, bind=bind)}
+    """PROGRAM's environment: `environ` with `exports(topology, bind=bind, extra=extra)` written over it."""
+    child = {**environ, **exports(topology, bind=bind, extra=extra)}
     if topology.local_world_size is None:
         child.pop("LOCAL_WORLD_SIZE", None)  # an inherited value would contradict an unknown one
     return child
+
+
+IFNAME_HELP = (
+    "set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (=NAME, NCCL's exact form) to this host's interface toward the "
+    "main address, unless already set (exec, --format env; see the Network page)"
+)
+IFNAME_TIMEOUT = 60.0  # seconds `--format env --ifname` waits for a main address that does not resolve yet
+
+
+def interface_variables(
+    args: argparse.Namespace,
+    topology: Topology,
+    environ: Mapping[str, str],
+    probes: Probes | None,
+    *,
+    known: str | None = None,
+    format_: str = "env",
+) -> dict[str, str] | None:
+    """`--ifname` (None without it): GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (`=name`, NCCL's exact form)
+    naming this host's interface toward the main address (`known`, when the check found it), but for those
+    `environ` sets (the user's value wins). A main address that does not resolve yet is waited for
+    (`--check-timeout` under exec, else IFNAME_TIMEOUT), with a line on stderr every 3 s. With a `format_`
+    other than env (`--format`), nothing is asked: {} for render to refuse."""
+    if not getattr(args, "ifname", False):
+        return None
+    if format_ != "env":
+        return {}  # render() refuses --ifname with any other format, naming both
+    from resolver._network import ifname_exports  # as below
+
+    if known is not None:
+        return ifname_exports(environ, known)
+    timeout = getattr(args, "check_timeout", IFNAME_TIMEOUT)
+    require_probes()
+    from probes import system  # after require_probes, as above
+    from resolver._network import ifname_exports, toward_main  # ctypes, for the interfaces: only with --ifname
+
+    def waiting(why: str, waited: float) -> None:
+        print(
+            f"cluster-topology: {topology.main_address} does not resolve yet ({why}); waited {waited:.0f} s",
+            file=sys.stderr,
+        )
+
+    interface = toward_main(
+        topology.main_address,
+        probes if probes is not None else system(),
+        timeout=timeout,
+        spans_nodes=(topology.num_nodes or 1) > 1 and topology.node_rank == 0,
+        on_wait=waiting,
+    )
+    return ifname_exports(environ, interface)
 
 
 def replace(program: list[str], environ: Mapping[str, str]) -> int:

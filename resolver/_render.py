@@ -32,19 +32,26 @@ __all__ = [
 Renderer = Callable[[Topology, Explanation | None], str]
 
 
-def exports(topology: Topology, *, bind: Mapping[str, str] | None = None) -> dict[str, str]:
+def exports(
+    topology: Topology, *, bind: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The variables `exec` sets and `--format env` exports: `environment(topology)`, and given `bind`
     (the environment resolved, for `--bind-device`) the visibility variables narrowed to this process's
-    device (`resolver._devices.bind`)."""
+    device (`resolver._devices.bind`); then `extra` (`--ifname`'s interface variables)."""
     out = environment(topology)
     if bind is not None:
         out.update(bind_device(topology, bind))
+    out.update(extra or {})
     return out
 
 
-def render_env(topology: Topology, *, bind: Mapping[str, str] | None = None) -> str:
-    """`exports(topology, bind=bind)` as `export` lines; `shlex.quote` makes any value survive `eval` unchanged."""
-    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in exports(topology, bind=bind).items())
+def render_env(
+    topology: Topology, *, bind: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
+) -> str:
+    """`exports(topology, bind=bind, extra=extra)` as `export` lines; `shlex.quote` makes any value survive
+    `eval` unchanged."""
+    lines = exports(topology, bind=bind, extra=extra).items()
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in lines)
 
 
 def render_text(topology: Topology) -> str:
@@ -90,8 +97,13 @@ def _json(topology: Topology, explanation: Explanation | None) -> str:
     return json.dumps({"explain": explanation.to_dict(), "topology": topology.to_dict()}, indent=2) + "\n"
 
 
-def _env(topology: Topology, explanation: Explanation | None, bind: Mapping[str, str] | None = None) -> str:
-    return ("" if explanation is None else _wrapped(explanation, "# ")) + render_env(topology, bind=bind)
+def _env(
+    topology: Topology,
+    explanation: Explanation | None,
+    bind: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> str:
+    return ("" if explanation is None else _wrapped(explanation, "# ")) + render_env(topology, bind=bind, extra=extra)
 
 
 def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
@@ -120,16 +132,23 @@ formats:
 
 
 def render(
-    name: str, topology: Topology, explanation: Explanation | None = None, *, bind: Mapping[str, str] | None = None
+    name: str,
+    topology: Topology,
+    explanation: Explanation | None = None,
+    *,
+    bind: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> str:
-    """`--format NAME` of `topology`; `bind` (the environment resolved, `--bind-device`) goes with `env` only."""
-    if bind is None:
+    """`--format NAME` of `topology`; `bind` (the environment resolved, `--bind-device`) and `extra` (more
+    variables, `--ifname`'s) go with `env` only."""
+    if bind is None and extra is None:
         return RENDERERS[name](topology, explanation)
     if name != "env":
+        option = "--bind-device" if bind is not None else "--ifname"
         raise InvalidSettings(
-            f"--bind-device changes the environment: it goes with exec or --format env, not {name}",
-            variable="--bind-device",
+            f"{option} changes the environment: it goes with exec or --format env, not {name}",
+            variable=option,
             value=name,
             expected="--format env",
         )
-    return _env(topology, explanation, bind)
+    return _env(topology, explanation, bind, extra)

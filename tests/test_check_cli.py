@@ -79,7 +79,7 @@ def test_three_processes_text_and_exit_0() -> None:
     assert [r.returncode for r in results] == [0, 0, 0], [r.stderr for r in results]
     first = results[0].stdout.splitlines()
     assert first[0].startswith(f"3 processes on 1 node agree: torchelastic job cli, main 127.0.0.1:{port}, ")
-    assert len(first) == 2 and first[1].endswith("node 0  ranks 0-2")
+    assert len(first) == 2 and first[1].endswith("node 0  ranks 0-2  via lo 127.0.0.1")  # the interface toward rank 0
     assert all(len(r.stdout.splitlines()) == 1 for r in results[1:])
 
 
