@@ -69,7 +69,9 @@ __all__ = [
     "arguments",
     "coordinator_port",
     "initialize",
+    "refuse_proxy",
     "uses_agent_store",
+    "wait_for_name",
 ]
 
 
@@ -202,5 +204,61 @@ def initialize(
         log = _log()
         for warning in topology.warnings:
             log.warning("%s: %s", topology, warning)
+    host, port = _split(str(keywords["coordinator_address"]))
+    refuse_proxy(host, os.environ)  # gRPC reads the process's own environment, whatever `environ` was
+    wait_for_name(host, port, timeout=float(keywords.get("initialization_timeout", DEFAULT_TIMEOUT)))
     jax.distributed.initialize(**keywords)
     return topology
+
+
+def _split(coordinator: str) -> tuple[str, int]:
+    host, _, port = coordinator.rpartition(":")
+    return host.strip("[]"), int(port) if port.isdigit() else 0
+
+
+def refuse_proxy(host: str, environ: Mapping[str, str]) -> None:
+    """Refuse, by name, a proxy that would carry the coordinator's gRPC traffic to `host`.
+
+    gRPC takes the first of grpc_proxy, https_proxy, http_proxy that has a value for every channel,
+    unless `host` is in the first of no_grpc_proxy, no_proxy that has one (gRPC's
+    doc/environment_variables.md). Measured with JAX 0.10.2: with any of the three set to a proxy
+    that does not connect onward, every process's client sends `CONNECT <coordinator>` to the proxy, and
+    `jax.distributed.initialize` aborts the process (SIGABRT) after its `initialization_timeout`; JAX
+    only logs that proxy variables "may cause a hang". The upper-case HTTP_PROXY is not read by gRPC.
+    """
+    from resolver._network import proxy  # the rule the preflight applies too
+
+    found = proxy(environ, host)
+    if found is None:
+        return
+    variable, value = found
+    raise InvalidSettings(
+        f"{variable}={value} would carry JAX's coordinator connections to {host} (gRPC honours it, and JAX "
+        f"then hangs until its initialization_timeout): add {host} to no_proxy (or no_grpc_proxy), or unset "
+        f"{variable} for the job",
+        variable=variable,
+        value=value,
+        expected=f"no proxy for the coordinator: {host} in no_grpc_proxy or no_proxy",
+    )
+
+
+def wait_for_name(host: str, port: int, *, timeout: float) -> None:
+    """Wait, with backoff, up to `timeout` seconds for the coordinator's `host` to resolve (on Kubernetes a
+    pod's DNS record appears after the pod starts; JAX's client would fail at once), logging the wait every
+    3 s; a `TimeoutError` naming the name and the resolver's last answer when it never does."""
+    require_probes()
+    import time
+
+    from probes.exchange import ExchangeFailed, resolve_name  # after require_probes: ours, not a user's probes.py
+
+    def waiting(why: str, waited: float) -> None:
+        _log().warning(
+            "JAX's coordinator %s does not resolve yet (%s); waited %.0f s of %.0f", host, why, waited, timeout
+        )
+
+    try:
+        _, waited = resolve_name(host, port, deadline=time.monotonic() + timeout, on_wait=waiting)
+    except ExchangeFailed as exc:
+        raise TimeoutError(f"JAX's coordinator address: {exc}") from None
+    if waited >= 1.0:
+        _log().warning("JAX's coordinator %s resolved after %.1f s", host, waited)

@@ -42,6 +42,9 @@ SLURM = {  # srun -N2 -n4, task 2 (the first task of the second node)
 }
 
 
+PROXIES = ("grpc_proxy", "https_proxy", "http_proxy")
+
+
 def torchrun(rank: int, **extra: str) -> dict[str, str]:
     """A worker of `torchrun --nnodes=1 --nproc-per-node=2` (torch 2.13.0 sets the agent-store variable)."""
     return {
@@ -61,10 +64,11 @@ def torchrun(rank: int, **extra: str) -> dict[str, str]:
 
 
 class FakeJax:
-    """Records the calls `jax.distributed.initialize` receives."""
+    """Records the calls `jax.distributed.initialize` receives (and the names waited for before it)."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.waited: list[tuple[str, int, float]] = []
         self.module = types.ModuleType("jax")
         distributed = types.ModuleType("jax.distributed")
         distributed.initialize = self.initialize  # type: ignore[attr-defined]
@@ -98,6 +102,12 @@ def jax(monkeypatch: pytest.MonkeyPatch) -> FakeJax:
     fake = FakeJax()
     monkeypatch.setitem(sys.modules, "jax", fake.module)
     monkeypatch.delenv("JAX_LOCAL_DEVICE_IDS", raising=False)
+    for name in (*PROXIES, "no_grpc_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    # the coordinator's name (node07, 10.0.0.1...) is not waited for here: tests of wait_for_name below
+    monkeypatch.setattr(
+        integration, "wait_for_name", lambda host, port, *, timeout: fake.waited.append((host, port, timeout))
+    )
     return fake
 
 
@@ -277,3 +287,60 @@ def test_jax_reads_only_these_variables_of_its_own() -> None:
         read |= set(re.findall(r"os\.environ(?:\.get\(|\[)\s*['\"](JAX_[A-Z_]+)['\"]", text))
     partition = {"JAX_PARTITION_INDEX", "JAX_SLICE_INDEX"}  # multi-slice TPU partitions, not ranks
     assert read == set(integration.JAX_ENVIRONMENT) | partition
+
+
+# -- the network in front of the coordinator (issue 33) ---------------------------------------------------
+
+
+def test_the_coordinators_name_is_waited_for_before_jax(jax: FakeJax) -> None:
+    topology = integration.initialize(SLURM, probes.fake(hostname="node08"), initialization_timeout=30)
+    assert jax.waited == [("node07", topology.main_port, 30.0)] and len(jax.calls) == 1
+
+
+@pytest.mark.parametrize("variable", PROXIES)
+def test_a_proxy_that_would_carry_the_coordinator_is_refused_by_name(
+    jax: FakeJax, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "http://127.0.0.1:9")
+    with pytest.raises(InvalidSettings, match=f"{variable}=http://127.0.0.1:9 would carry JAX's coordinator") as e:
+        integration.initialize(SLURM, probes.fake(hostname="node08"))
+    assert e.value.variable == variable and "no_proxy" in str(e.value)
+    assert not jax.calls
+
+
+def test_a_proxy_that_no_proxy_covers_is_left_alone(jax: FakeJax, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("no_proxy", "localhost,node07")
+    integration.initialize(SLURM, probes.fake(hostname="node08"))
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # gRPC reads the lower-case names only
+    monkeypatch.delenv("http_proxy")
+    integration.initialize(SLURM, probes.fake(hostname="node08"))
+    assert len(jax.calls) == 2
+
+
+def test_wait_for_name_returns_at_once_for_a_name_that_resolves() -> None:
+    integration.wait_for_name("127.0.0.1", 1234, timeout=1)
+
+
+def test_wait_for_name_names_a_name_that_never_resolves() -> None:
+    with pytest.raises(TimeoutError, match=r"'no-such-host\.invalid' did not resolve here in \d"):
+        integration.wait_for_name("no-such-host.invalid", 1234, timeout=0.5)
+
+
+def test_wait_for_name_waits_for_a_late_name(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+    import time
+
+    real = socket.getaddrinfo
+    appears = time.monotonic() + 1.2
+
+    def late(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "coordinator.test" and time.monotonic() < appears:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real("127.0.0.1" if host == "coordinator.test" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", late)
+    with caplog.at_level(logging.WARNING, logger="resolver.integrations.jax"):
+        integration.wait_for_name("coordinator.test", 1234, timeout=10)
+    assert time.monotonic() >= appears
+    assert any("coordinator.test resolved after 1." in r.getMessage() for r in caplog.records), caplog.records
