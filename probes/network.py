@@ -20,8 +20,8 @@ differs: there `interfaces()` raises `ProbeFailed`).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import ipaddress
 import socket
 import sys
@@ -88,11 +88,21 @@ def _address(pointer: ctypes._Pointer[_Sockaddr]) -> str | None:
     return None  # AF_PACKET and the like: the link layer, not an address a process connects to
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """This process's own symbols, libc's among them (no ldconfig run, as find_library would)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.getifaddrs.argtypes = (ctypes.POINTER(ctypes.POINTER(_Ifaddrs)),)
+    libc.freeifaddrs.argtypes = (ctypes.POINTER(_Ifaddrs),)
+    libc.freeifaddrs.restype = None
+    return libc
+
+
 def interfaces() -> dict[str, tuple[str, ...]]:
     """Every interface of this host (up or down) and its IPv4 and IPv6 addresses, in the kernel's order."""
     if not sys.platform.startswith("linux"):
         raise ProbeFailed("interfaces", f"reading interfaces is implemented for Linux, not {sys.platform}")
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = _libc()
     head = ctypes.POINTER(_Ifaddrs)()
     if libc.getifaddrs(ctypes.byref(head)) != 0:
         code = ctypes.get_errno()
