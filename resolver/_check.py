@@ -72,11 +72,14 @@ RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "P
 def origin_of(topology: Topology, field: str) -> tuple[str | None, str | None]:
     """Where `field`'s value came from, as (words, variable): the variable it was read from as it is,
     else the first it was computed from, else None (a probe's answer, a default)."""
-    origin = topology.provenance.get(field)
+    return _said(topology.provenance.get(field))
+
+
+def _said(origin: Origin | None) -> tuple[str | None, str | None]:
+    """An origin as (words, variable): the variable it names as it is, else the first it was computed from."""
     if origin is None:
         return None, None
-    variable = origin.variable or (origin.variables[0] if origin.variables else None)
-    return str(origin), variable
+    return str(origin), origin.variable or (origin.variables[0] if origin.variables else None)
 
 
 # -- records -------------------------------------------------------------------------------------------
@@ -744,8 +747,7 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
         port = env.port(environ, "MASTER_PORT")
     except TopologyError:
         raise error from None
-    read = (("main_address", "MASTER_ADDR"), ("main_port", "MASTER_PORT"))
-    origins = {field: (str(Origin.env(name)), name) for field, name in read}
+    origins = {"main_address": _said(Origin.env("MASTER_ADDR")), "main_port": _said(Origin.env("MASTER_PORT"))}
     return _Meeting(address, port, _rank_claim(environ), None, None, origins)
 
 
