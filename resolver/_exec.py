@@ -153,10 +153,17 @@ def interface_variables(
         topology.main_address,
         probes if probes is not None else system(),
         timeout=timeout,
-        spans_nodes=(topology.num_nodes or 1) > 1 and topology.node_rank == 0,
+        spans_nodes=_spans_nodes(topology) and topology.node_rank == 0,
         on_wait=waiting,
     )
     return ifname_exports(environ, interface)
+
+
+def _spans_nodes(topology: Topology) -> bool:
+    """Whether the job runs on more than one node: its node count, else more processes than this node's."""
+    if topology.num_nodes is not None:
+        return topology.num_nodes > 1
+    return topology.local_world_size is not None and topology.world_size > topology.local_world_size
 
 
 def replace(program: list[str], environ: Mapping[str, str]) -> int:

@@ -469,14 +469,15 @@ def _hostnames(hosts: Mapping[str, Mapping[str, Any]], out: _Findings) -> None:
             continue
         groups.setdefault((why, address, interface, GLOO in (net.get("ifnames") or {})), []).append(host)
     for (why, address, interface, gloo_set), on in sorted(groups.items()):
-        names = _names(sorted({str(hosts[h].get("hostname")) for h in on}))
+        kernel = sorted({str(hosts[h].get("hostname")) for h in on})
+        names = "" if kernel == sorted(on) else f" ({_names(kernel)})"  # the kernel's names, where they differ
         said = {
             "unresolved": f"does not resolve there ({address})",
             "loopback": f"resolves to {address} there, a loopback address",
             "elsewhere": f"resolves to {address} there, which is not on {interface}, the interface that reaches rank 0",
         }[why]
         message = (
-            f"the host name of {_names(on)} ({names}) {said}: Gloo (and anything that advertises the host name) "
+            f"the host name of {_names(on)}{names} {said}: Gloo (and anything that advertises the host name) "
             f"will publish an address the other nodes cannot reach; fix: {GLOO}={interface} there, or start "
             "the program with cluster-topology exec --ifname"
         )

@@ -342,3 +342,33 @@ def test_warnings_travel_to_every_process_and_into_the_report() -> None:
 def test_judge_alone_takes_any_member_shape() -> None:
     problems, warnings = judge([], multi_node=True)
     assert problems == [] and warnings == []
+
+
+def test_exec_ifname_on_rank_0s_node_of_a_job_without_a_node_count() -> None:
+    import argparse
+
+    from resolver._exec import interface_variables
+
+    env = {  # torchrun-shaped, no GROUP_WORLD_SIZE: the node count is unknown, 2 processes of 1 per node
+        "TORCHELASTIC_RUN_ID": "t",
+        "WORLD_SIZE": "2",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": "n1",
+        "MASTER_PORT": "29500",
+    }
+    debian = host_probes("n1", hostname_maps_to="127.0.1.1")
+    topology = resolver.resolve(env, debian)
+    args = argparse.Namespace(ifname=True)
+    assert interface_variables(args, topology, env, debian) == {
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "NCCL_SOCKET_IFNAME": "=eth0",
+    }
+    assert interface_variables(args, topology, env, debian, known="eth1")["GLOO_SOCKET_IFNAME"] == "eth1"
+    assert interface_variables(args, topology, {**env, "GLOO_SOCKET_IFNAME": "ib0"}, debian) == {
+        "NCCL_SOCKET_IFNAME": "=eth0"
+    }
+    assert interface_variables(args, topology, env, debian, format_="json") == {}  # render() refuses it
+    assert interface_variables(argparse.Namespace(ifname=False), topology, env, debian) is None
