@@ -32,10 +32,12 @@ CAPTURES_HPC = HERE / "captures-hpc"  # a copy of the shared captures-hpc (GPUs,
 CAPTURES_LOCAL = HERE / "captures-local"  # captures made by this project's own sessions (heterogeneous SLURM jobs)
 IN_CI = bool(os.environ.get("CI"))
 SYSTEM_TESTS = "CLUSTER_TOPOLOGY_SYSTEM_TESTS"  # "1": run the tests that change this machine
-SYSTEM_FIXTURES = ("slurm_cluster",)  # fixtures that change the machine: their tests get the `system` marker
+# fixtures that change the machine: their tests get the `system` marker
+SYSTEM_FIXTURES = ("slurm_cluster", "emulated_hosts")
 WHAT_SYSTEM_TESTS_DO = (
     "they start daemons (SLURM's munged, slurmctld and slurmd; Grid Engine's sge_qmaster and sge_execd), "
-    "add lines to /etc/hosts and create /dev/nvidia0-3 device nodes, and undo all of it when they end"
+    "add lines to /etc/hosts, create /dev/nvidia0-3 device nodes, create network namespaces and /etc/netns/<host>, "
+    "and undo all of it when they end"
 )
 
 
