@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -371,3 +372,79 @@ def test_torchrun_two_agents_as_two_nodes(tmp_path: Path) -> None:
             text = report("two torchrun agents, jax.distributed.initialize()", max(codes), measured)
             assert len(measured) == 4, text
             assert {outcome(r) for r in measured} == {"error ValueError: coordinator_address should be defined."}, text
+
+
+# -- a proxy in front of the coordinator (issue 33, point 5): what JAX does, and what initialize() does ---------
+
+PROXY_PROBE = """
+import sys, jax
+jax.distributed.initialize(coordinator_address=sys.argv[1], num_processes=1, process_id=0, initialization_timeout=4)
+print("initialized", jax.process_count(), flush=True)
+jax.distributed.shutdown()
+"""
+
+
+class _Proxy:
+    """A listener that records the first bytes of each connection and closes it: a proxy that never connects on."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.seen: list[bytes] = []
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                with contextlib.suppress(OSError):
+                    self.seen.append(conn.recv(200))
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.mark.parametrize("variable", ["grpc_proxy", "https_proxy", "http_proxy", "HTTP_PROXY"])
+def test_what_jax_does_with_a_proxy_variable(variable: str) -> None:
+    """JAX 0.10.2's coordinator client goes through gRPC's proxy (lower-case names only): with a proxy that
+    never connects on, the client sends it CONNECT and initialize fails; HTTP_PROXY is not read."""
+    proxy = _Proxy()
+    try:
+        coordinator = f"127.0.0.1:{free_port()}"
+        env = clean_env({variable: f"http://127.0.0.1:{proxy.port}"})
+        for name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
+            if name != variable:
+                env.pop(name, None)
+        code, output = run([PY, "-c", PROXY_PROBE, coordinator], env)
+    finally:
+        proxy.close()
+    print(f"{variable}: exit {code}; the proxy saw {proxy.seen[:1]!r}")
+    if variable == "HTTP_PROXY":
+        assert code == 0 and "initialized 1" in output and not proxy.seen, output[-2000:]
+        return
+    assert code != 0 and "initialized" not in output, output[-2000:]
+    assert proxy.seen and proxy.seen[0].startswith(f"CONNECT {coordinator} ".encode()), proxy.seen
+
+
+def test_initialize_refuses_such_a_proxy_by_name_before_jax_starts() -> None:
+    code = (
+        "import resolver.integrations.jax as j\n"
+        "try:\n"
+        "    j.initialize({'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29999', 'WORLD_SIZE': '1', 'RANK': '0',"
+        " 'LOCAL_RANK': '0', 'TORCHELASTIC_RUN_ID': 'p'})\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc.variable, exc)\n"
+    )
+    status, output = run([PY, "-c", code], clean_env({"http_proxy": "http://127.0.0.1:9"}))
+    assert status == 0, output
+    assert output.startswith("InvalidSettings http_proxy http_proxy=http://127.0.0.1:9 would carry JAX's coordinator")
+    assert "add 127.0.0.1 to no_proxy" in output
