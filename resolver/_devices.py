@@ -320,7 +320,7 @@ def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     """The first launcher binding of devices to this process (the registry's DEVICE_BINDINGS)."""
     for entry in DEVICE_BINDINGS:
         if entry.devices is not None and entry.devices.met(environ):
-            found: DeviceBinding | None = entry.offered("device_binding")(environ)
+            found = entry.device_binding()(environ)
             if found is not None:
                 return found
     return None

@@ -33,7 +33,7 @@ from resolver.environ import (
     present,
     text,
 )
-from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed, TopologyError, shown
+from resolver.errors import InvalidSettings, InvalidTopology, InvalidVariable, ProbeFailed, TopologyError, shown
 from resolver.origin import Origin
 from resolver.topology import Topology
 
@@ -42,12 +42,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOB_FIELDS",
+    "RECORD_FIELDS",
+    "BindingReader",
     "Builder",
     "Candidates",
     "Detection",
     "DeviceBinding",
+    "EndpointReader",
     "Environ",
     "JobFacts",
+    "JobFactsReader",
+    "Offers",
     "Origin",
     "Source",
     "address",
@@ -191,7 +196,10 @@ class Builder:
         self.warnings: list[str] = []
 
     def set(self, field: str, value: T, origin: Origin) -> T:
-        """Record `field = value`, which came from `origin`."""
+        """Record `field = value`, which came from `origin`; a name that is no field of the record is an
+        `InvalidSettings` naming it, at the first resolve that reaches it."""
+        if field not in RECORD_FIELDS:
+            raise unknown_field(self.source, field)
         self.values[field] = value
         self.provenance[field] = origin
         return value
@@ -211,16 +219,35 @@ class Builder:
     # -- readers: the variable once, checked, recorded ------------------------------------------
 
     def integer(
-        self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None
+        self,
+        field: str,
+        variable: str,
+        *,
+        minimum: int = 0,
+        maximum: int | None = None,
+        expected: str | None = None,
+        malformed: str = "",
     ) -> int:
-        """A required decimal integer from `variable`; `expected`: what a missing one would have held."""
-        value = integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source, expected=expected)
+        """A required decimal integer from `variable`; `expected`: what a missing one would have held,
+        `malformed`: what a set one must be (else "a decimal integer >= minimum")."""
+        raw = text(self.environ, variable, source=self.source, expected=expected or f"a decimal integer >= {minimum}")
+        return self.set(field, check_integer(variable, raw, minimum, maximum, malformed), Origin.env(variable))
+
+    def optional_integer(
+        self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str = ""
+    ) -> int | None:
+        """`field` from `variable` when it is set; None (and nothing recorded) otherwise."""
+        if variable not in self.environ:
+            return None
+        value = check_integer(variable, self.environ[variable], minimum, maximum, expected=expected)
         return self.set(field, value, Origin.env(variable))
 
-    def optional_integer(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
-        """`field` from `variable` when it is set; None (and nothing recorded) otherwise."""
-        value = optional_integer(self.environ, variable, minimum=minimum)
-        return None if value is None else self.set(field, value, Origin.env(variable))
+    def read_integer(
+        self, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None
+    ) -> int:
+        """A required integer that fills no field by itself (a main node's or a slice's index): checked,
+        an error naming `variable`; the field computed from it records it in its formula."""
+        return integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source, expected=expected)
 
     def text(self, field: str, variable: str, *, expected: str = "a value") -> str:
         """A required variable as it is."""
@@ -273,6 +300,18 @@ class Builder:
             raise refused(exc, self.provenance, self.environ) from None
 
 
+RECORD_FIELDS = frozenset(attrs.fields_dict(Topology)) - {"source", "provenance", "warnings"}
+"""The fields a `Builder` fills: the record's, but for those the builder itself gives."""
+
+
+def unknown_field(source: str, field: str) -> InvalidSettings:
+    """The error for a field the record does not have (`b.set("nod_rank", ...)`): it names the field."""
+    fields = ", ".join(sorted(RECORD_FIELDS))
+    return InvalidSettings(
+        f"source {source!r} records {field!r}, which is no field of the Topology (its fields: {fields})"
+    )
+
+
 def refused(exc: InvalidTopology, provenance: Mapping[str, Origin], environ: Environ) -> TopologyError:
     """The error to raise when the record refuses a value: it names the variable the value came from
     (or the probe that answered it), with the variables of the fields the invariant compared it with."""
@@ -290,6 +329,45 @@ def refused(exc: InvalidTopology, provenance: Mapping[str, Origin], environ: Env
     notes = "; ".join(f"{field} from {name}={value}" for field, (name, value) in related.items())
     expected = f"{exc.expected} ({notes})" if notes else str(exc.expected)
     return InvalidVariable(variable, environ.get(variable, exc.value), expected, related=dict(related.values()))
+
+
+class JobFactsReader(Protocol):
+    """A module's `job_facts(environ)`: the job's facts for any process inside the job."""
+
+    def __call__(self, environ: Environ, /) -> JobFacts: ...
+
+
+class EndpointReader(Protocol):
+    """A module's `main_endpoint(environ, probes, *, one_node)`: the main address and port it gives the
+    MPI ranks inside its allocation."""
+
+    def __call__(self, environ: Environ, probes: Probes, /, *, one_node: bool) -> JobFacts: ...
+
+
+class BindingReader(Protocol):
+    """A module's `device_binding(environ)`: the launcher's binding of accelerators to the process."""
+
+    def __call__(self, environ: Environ, /) -> DeviceBinding | None: ...
+
+
+class Offers:
+    """What a source module offers any process besides its source, typed so that mypy checks each
+    function against its capability: a module with any of them ends with
+    ``OFFERS = Offers(job_facts=job_facts, ...)``, and its registry entry declares the variables that
+    make each worth asking (`facts=`, `endpoint=`, `devices=`; a test holds the two equal)."""
+
+    __slots__ = ("device_binding", "job_facts", "main_endpoint")
+
+    def __init__(
+        self,
+        *,
+        job_facts: JobFactsReader | None = None,
+        main_endpoint: EndpointReader | None = None,
+        device_binding: BindingReader | None = None,
+    ) -> None:
+        self.job_facts = job_facts
+        self.main_endpoint = main_endpoint
+        self.device_binding = device_binding
 
 
 JOB_FIELDS = ("job_id", "job_name", "step_id", "array_job_id", "array_task_id", "restart_count")

@@ -24,11 +24,21 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from resolver.sources._kit import Candidates, JobFacts, Source, all_of, any_of
+from resolver.sources._kit import (
+    BindingReader,
+    Candidates,
+    EndpointReader,
+    JobFacts,
+    JobFactsReader,
+    Offers,
+    Source,
+    all_of,
+    any_of,
+)
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -78,9 +88,32 @@ class Entry:
         source: Source = getattr(importlib.import_module(module), cls)()
         return source
 
-    def offered(self, capability: str) -> Any:
-        """The module's function for `capability` (`job_facts`, `main_endpoint`, `device_binding`)."""
-        return getattr(importlib.import_module(self.module), capability)
+    def offers(self) -> Offers:
+        """What the source's module offers besides the source (its `OFFERS`; none when it has none)."""
+        offers: Offers = getattr(importlib.import_module(self.module), "OFFERS", _NOTHING)
+        return offers
+
+    def job_facts(self) -> JobFactsReader:
+        """The module's `job_facts`, which its entry declares with `facts=`."""
+        return _offered(self, self.offers().job_facts, "job_facts")
+
+    def main_endpoint(self) -> EndpointReader:
+        """The module's `main_endpoint`, which its entry declares with `endpoint=`."""
+        return _offered(self, self.offers().main_endpoint, "main_endpoint")
+
+    def device_binding(self) -> BindingReader:
+        """The module's `device_binding`, which its entry declares with `devices=`."""
+        return _offered(self, self.offers().device_binding, "device_binding")
+
+
+_NOTHING = Offers()
+_T = TypeVar("_T")
+
+
+def _offered(entry: Entry, function: _T | None, capability: str) -> _T:
+    if function is None:
+        raise LookupError(f"{entry.module}.OFFERS has no {capability}, which the entry of {entry.name!r} declares")
+    return function
 
 
 _SOURCES = "resolver.sources"
@@ -164,7 +197,7 @@ ENTRIES: tuple[Entry, ...] = (
         "lws",
         f"{_SOURCES}.lws:Lws",
         all_of("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"),
-        facts=any_of("LWS_NAME", "LWS_GROUP_INDEX"),
+        facts=any_of("LWS_NAME"),  # the group index names a group only with the set's name
     ),
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
@@ -199,7 +232,7 @@ def scheduler_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: 
     """
     for candidate in ENDPOINTS:
         if candidate.endpoint is not None and candidate.endpoint.met(environ):
-            found: JobFacts = candidate.offered("main_endpoint")(environ, probes, one_node=one_node)
+            found = candidate.main_endpoint()(environ, probes, one_node=one_node)
             if found:
                 return found
     return {}

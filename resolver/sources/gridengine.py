@@ -62,6 +62,7 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
+    Offers,
     host_file,
     job_port,
     launched_inside,
@@ -81,6 +82,7 @@ __all__ = [
     "HOSTFILE",
     "JOB",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
@@ -260,3 +262,6 @@ class GridEngine:
                 "started only this process: it resolves as a world of one; start the ranks with mpirun "
                 "(Open MPI and MPICH read the job's hosts from PE_HOSTFILE)"
             )
+
+
+OFFERS = Offers(job_facts=job_facts, main_endpoint=main_endpoint)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, Offers, read_job_facts
 from resolver.sources._node import detect_agent, named_agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -46,7 +46,7 @@ from resolver.topology import Topology
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "NAME", "Lws", "job_facts"]
+__all__ = ["CANDIDATES", "NAME", "OFFERS", "Lws", "job_facts"]
 
 NAME = "lws"
 CANDIDATES = entry(NAME).candidates  # LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX: on every pod
@@ -79,3 +79,6 @@ class Lws:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
         return named_agent(b, node="LWS_WORKER_INDEX", nodes="LWS_GROUP_SIZE", address="LWS_LEADER_ADDRESS")
+
+
+OFFERS = Offers(job_facts=job_facts)

@@ -67,6 +67,7 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
+    Offers,
     first_host_here,
     host_file,
     job_port,
@@ -88,6 +89,7 @@ __all__ = [
     "HOSTFILE",
     "JOB",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
@@ -270,3 +272,6 @@ class Pbs:
                 f"PBS job {job} has {nodes} hosts but PBS started only this process: it resolves as a world of one; "
                 "start the ranks with an MPI launcher (mpiexec, mpirun or Cray PALS read the job's hosts)"
             )
+
+
+OFFERS = Offers(job_facts=job_facts, main_endpoint=main_endpoint)

@@ -36,11 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
-from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent
+from resolver.sources._node import agent, detect_agent, host_of
 from resolver.sources._registry import entry
-from resolver.sources.tpu_vm import host_of
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -133,9 +131,8 @@ class Vertex:
         if not CANDIDATES.met(environ):
             raise MissingVariable("CLUSTER_SPEC", "Vertex AI's cluster and task", source=NAME)
         hosts, place, variable = trainers(environ)
-        return agent(
-            Builder(NAME, environ),
-            node=(place, Origin.formula(f"{variable} task's place among pool 0 then pool 1", variables=(variable,))),
-            nodes=(len(hosts), Origin.formula(f"replicas of pools 0 and 1 in {variable}", variables=(variable,))),
-            address=(hosts[0], Origin.formula(f"{variable} pool 0's first replica (the chief)", variables=(variable,))),
-        )
+        b = Builder(NAME, environ)
+        b.formula("node_rank", place, f"{variable} task's place among pool 0 then pool 1", variable)
+        b.formula("num_nodes", len(hosts), f"replicas of pools 0 and 1 in {variable}", variable)
+        b.formula("main_address", hosts[0], f"{variable} pool 0's first replica (the chief)", variable)
+        return agent(b)
