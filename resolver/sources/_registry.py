@@ -11,10 +11,10 @@ offers any process, whichever source resolved it:
   ranks inside its allocation, without a collective (Grid Engine, PBS, Azure ML);
 - `devices`: `device_binding(environ)`, the launcher's binding of accelerators to the process.
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF >
-Flux > MPI > Grid Engine > PBS > the node-level platforms > third-party sources (entry points) > the
-default. Kubeflow and XLA are chosen by name only. Every list the engine, the CLI, the testing kit
-and the docs need is a view of `ENTRIES`.
+Order (first match wins; the nearest launcher comes first): the order of `ENTRIES` below, with
+third-party sources (entry points) before the default; no list numbers it. Kubeflow and XLA are
+chosen by name only. Every list the engine, the CLI, the testing kit and the docs need is a view of
+`ENTRIES` or is held to it by a test (tests/test_source_lists.py, tests/test_registry.py).
 
 To add a built-in source: its module under `resolver/sources/`, one entry below, its builder module
 under `resolver/testing/` (see "Adding a source" in CONTRIBUTING.md).
