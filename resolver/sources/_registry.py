@@ -199,6 +199,11 @@ ENTRIES: tuple[Entry, ...] = (
         all_of("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"),
         facts=any_of("LWS_NAME"),  # the group index names a group only with the set's name
     ),
+    Entry(
+        "indexed_job",
+        f"{_SOURCES}.indexed_job:IndexedJob",
+        all_of("JOB_COMPLETION_INDEX", "NNODES", "MASTER_ADDR"),  # the index alone is any Indexed Job
+    ),
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
     Entry("xla", f"{_SOURCES}.xla:Xla", auto=False, testing=()),
