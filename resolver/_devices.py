@@ -62,12 +62,12 @@ import attrs
 
 from resolver.errors import InvalidSettings, InvalidVariable, TopologyError
 from resolver.origin import Origin
-from resolver.sources import DeviceBinding
 from resolver.sources._registry import DEVICE_BINDINGS
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources._offers import DeviceBinding
 
 __all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "bind", "parse_devices"]
 

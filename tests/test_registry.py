@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver.sources import Candidates, Detection
+from resolver.sources._offers import Offers
 from resolver.sources._registry import (
     DEFAULT,
     DETECTION_ORDER,
@@ -65,14 +66,14 @@ def test_names_are_unique_and_each_entry_loads_the_source_it_names() -> None:
 
 def test_an_entry_declares_exactly_what_its_module_offers() -> None:
     for entry in ENTRIES:
-        offers = entry.offers()
+        offers = entry.offers() or Offers()
         for declared, offered in (
             (entry.facts, offers.job_facts),
             (entry.endpoint, offers.main_endpoint),
             (entry.devices, offers.device_binding),
         ):
             assert (declared is None) == (offered is None), entry.name
-    assert {e.name for e in SCHEDULERS} == {e.name for e in ENTRIES if e.offers().job_facts is not None}
+    assert {e.name for e in SCHEDULERS} == {e.name for e in ENTRIES if (e.offers() or Offers()).job_facts is not None}
     assert all(callable(e.main_endpoint()) for e in ENDPOINTS)
     assert all(callable(e.device_binding()) for e in DEVICE_BINDINGS)
     with pytest.raises(LookupError, match="has no job_facts"):

@@ -28,20 +28,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from resolver.sources._kit import (
-    BindingReader,
-    Candidates,
-    EndpointReader,
-    JobFacts,
-    JobFactsReader,
-    Offers,
-    Source,
-    all_of,
-    any_of,
-)
+from resolver.sources._kit import Candidates, JobFacts, Source, all_of, any_of
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources._offers import BindingReader, EndpointReader, JobFactsReader, Offers
 
 __all__ = [
     "DEFAULT",
@@ -88,25 +79,27 @@ class Entry:
         source: Source = getattr(importlib.import_module(module), cls)()
         return source
 
-    def offers(self) -> Offers:
-        """What the source's module offers besides the source (its `OFFERS`; none when it has none)."""
-        offers: Offers = getattr(importlib.import_module(self.module), "OFFERS", _NOTHING)
+    def offers(self) -> Offers | None:
+        """What the source's module offers besides the source (its `OFFERS`); None when it offers nothing."""
+        offers: Offers | None = getattr(importlib.import_module(self.module), "OFFERS", None)
         return offers
 
     def job_facts(self) -> JobFactsReader:
         """The module's `job_facts`, which its entry declares with `facts=`."""
-        return _offered(self, self.offers().job_facts, "job_facts")
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.job_facts, "job_facts")
 
     def main_endpoint(self) -> EndpointReader:
         """The module's `main_endpoint`, which its entry declares with `endpoint=`."""
-        return _offered(self, self.offers().main_endpoint, "main_endpoint")
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.main_endpoint, "main_endpoint")
 
     def device_binding(self) -> BindingReader:
         """The module's `device_binding`, which its entry declares with `devices=`."""
-        return _offered(self, self.offers().device_binding, "device_binding")
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.device_binding, "device_binding")
 
 
-_NOTHING = Offers()
 _T = TypeVar("_T")
 
 

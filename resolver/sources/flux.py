@@ -58,7 +58,8 @@ import attrs
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
-from resolver.sources import LOCAL_ADDRESS, Builder, Detection, JobFacts, Offers, all_of, job_port
+from resolver.sources import LOCAL_ADDRESS, Builder, Detection, JobFacts, all_of, job_port
+from resolver.sources._offers import Offers
 from resolver.sources.mpi import Launcher, exchange, started_by_mpirun
 from resolver.topology import Topology
 

@@ -30,7 +30,6 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
-    Offers,
     host_file,
     job_port,
     read_job_facts,
@@ -38,6 +37,7 @@ from resolver.sources import (
     short_host,
     this_host,
 )
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, Offers, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources._node import detect_agent, named_agent
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 

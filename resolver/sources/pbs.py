@@ -67,7 +67,6 @@ from resolver.sources import (
     Builder,
     Detection,
     JobFacts,
-    Offers,
     first_host_here,
     host_file,
     job_port,
@@ -76,6 +75,7 @@ from resolver.sources import (
     refuse_rank,
 )
 from resolver.sources._hostfile import HostFileJob
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology

@@ -37,8 +37,9 @@ import attrs
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, Offers, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources._node import agent, detect_agent, per_node
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 

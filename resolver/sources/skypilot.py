@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.sources import Builder, Detection, JobFacts, Offers, read_job_facts
+from resolver.sources import Builder, Detection, JobFacts, read_job_facts
 from resolver.sources._node import address_list, agent, detect_agent, node_count, per_node
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 

@@ -44,8 +44,9 @@ from resolver import environ as env
 from resolver import hostlist
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
 from resolver.origin import Origin
-from resolver.sources import Builder, DeviceBinding, JobFacts, Offers, job_port, read_job_facts
+from resolver.sources import Builder, JobFacts, job_port, read_job_facts
 from resolver.sources._kit import Detection
+from resolver.sources._offers import DeviceBinding, Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
