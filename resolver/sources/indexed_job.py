@@ -53,13 +53,7 @@ class IndexedJob:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ,
-            CANDIDATES,
-            "Indexed Job",
-            "a pod of a Kubernetes Indexed Job with NNODES and MASTER_ADDR",
-            also=("MASTER_PORT",),
-        )
+        return detect_agent(environ, CANDIDATES, "Indexed Job", "a pod of an Indexed Job given NNODES and MASTER_ADDR")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
