@@ -29,19 +29,20 @@ job facts still come from the platform, through the module's ``job_facts`` in th
 How a platform module uses this (see ``aws_batch.py`` or ``skypilot.py``): its `Builder` reads
 each variable into the field it fills, as every source does, and `agent` completes the record::
 
-    CANDIDATES = entry(NAME).candidates       # the registry's variables, declared there once
+    class AwsBatch(NodeAgent):                # detect(): detect_agent over these
+        name = NAME
+        candidates = entry(NAME).candidates   # the registry's variables, declared there once
+        platform = "AWS Batch"
+        what = "a node of an AWS Batch multi-node parallel job"
 
-    def detect(self, environ):
-        return detect_agent(environ, CANDIDATES, "AWS Batch", "a node of an AWS Batch ... job")
-
-    def resolve(self, environ, probes):
-        b = Builder(NAME, environ)
-        b.facts(job_facts(environ))           # job id, attempt: the module's own JobFacts
-        b.integer("node_rank", "AWS_BATCH_JOB_NODE_INDEX")
-        b.integer("num_nodes", "AWS_BATCH_JOB_NUM_NODES", minimum=1)
-        b.address(MAIN_ADDRESS)               # or a formula: b.formula("main_address", ips[0], ...)
-        per_node(b, "SKYPILOT_NUM_GPUS_PER_NODE")  # when the platform says it
-        return agent(b, main="AWS_BATCH_JOB_MAIN_NODE_INDEX")  # main: only when it may be != 0
+        def resolve(self, environ, probes):
+            b = Builder(NAME, environ)
+            b.facts(job_facts(environ))       # job id, attempt: the module's own JobFacts
+            b.integer("node_rank", "AWS_BATCH_JOB_NODE_INDEX")
+            b.integer("num_nodes", "AWS_BATCH_JOB_NUM_NODES", minimum=1)
+            b.address(MAIN_ADDRESS)           # or a formula: b.formula("main_address", ips[0], ...)
+            per_node(b, "SKYPILOT_NUM_GPUS_PER_NODE")  # when the platform says it
+            return agent(b, main="AWS_BATCH_JOB_MAIN_NODE_INDEX")  # main: only when it may be != 0
 
 A platform whose port is its own records ``main_port`` before `agent` (``b.port("PET_MASTER_PORT")``);
 `agent` checks that the node index and the main index fit the node count (an error names the
@@ -60,6 +61,7 @@ from resolver.topology import Topology
 
 __all__ = [
     "DEFAULT_PORT",
+    "NodeAgent",
     "address_list",
     "agent",
     "by_slice",
@@ -167,6 +169,22 @@ def detect_agent(
     if inside is not None:
         return inside
     return Detection(True, f"{what}, no launcher around it", env.present(environ, *candidates.names, *also))
+
+
+class NodeAgent:
+    """The base of a node-level platform's source: `detect` is `detect_agent` over the class's `candidates`
+    (its registry entry's), `platform` and `what` (listing the variables in `also` that are set); a
+    platform sets those and `name`, and writes `resolve` (its `Builder`, then `agent`)."""
+
+    auto = True
+    name: str
+    candidates: Candidates
+    platform: str
+    what: str
+    also: tuple[str, ...] = ()
+
+    def detect(self, environ: Mapping[str, str]) -> Detection:
+        return detect_agent(environ, self.candidates, self.platform, self.what, also=self.also)
 
 
 def _variable(origin: Origin) -> str:

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.errors import MissingVariable
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts, this_host
-from resolver.sources._node import agent, detect_agent
+from resolver.sources import Builder, JobFacts, read_job_facts, this_host
+from resolver.sources._node import NodeAgent, agent
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -63,14 +63,13 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return facts
 
 
-class AwsBatch:
+class AwsBatch(NodeAgent):
     """A node of an AWS Batch multi-node parallel job with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "AWS Batch", "a node of an AWS Batch multi-node parallel job")
+    candidates = CANDIDATES
+    platform = "AWS Batch"
+    what = "a node of an AWS Batch multi-node parallel job"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

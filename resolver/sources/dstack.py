@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import address_list, agent, detect_agent, node_count, per_node
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, address_list, agent, node_count, per_node
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -39,14 +39,13 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return read_job_facts(environ, (("job_name", "DSTACK_RUN_NAME"),))
 
 
-class Dstack:
+class Dstack(NodeAgent):
     """A node of a dstack task, with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "dstack", "a node of a dstack task")
+    candidates = CANDIDATES
+    platform = "dstack"
+    what = "a node of a dstack task"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

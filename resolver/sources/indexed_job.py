@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent
+from resolver.sources import Builder
+from resolver.sources._node import NodeAgent, agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -46,14 +46,13 @@ NAME = "indexed_job"
 CANDIDATES = entry(NAME).candidates  # JOB_COMPLETION_INDEX from Kubernetes; NNODES and MASTER_ADDR from the user
 
 
-class IndexedJob:
+class IndexedJob(NodeAgent):
     """A pod of a Kubernetes Indexed Job (or a JobSet's), with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "Indexed Job", "a pod of an Indexed Job given NNODES and MASTER_ADDR")
+    candidates = CANDIDATES
+    platform = "Indexed Job"
+    what = "a pod of an Indexed Job given NNODES and MASTER_ADDR"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver.errors import MissingVariable
-from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent
+from resolver.sources import Builder
+from resolver.sources._node import NodeAgent, agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -59,20 +59,14 @@ def nproc_per_node(b: Builder, variable: str = "PET_NPROC_PER_NODE") -> int | No
     )
 
 
-class KubeflowTrainer:
+class KubeflowTrainer(NodeAgent):
     """A Kubeflow Trainer node (pod) with no torchrun around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ,
-            CANDIDATES,
-            "Kubeflow Trainer",
-            "a Kubeflow Trainer node",
-            also=("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"),
-        )
+    candidates = CANDIDATES
+    platform = "Kubeflow Trainer"
+    what = "a Kubeflow Trainer node"
+    also = ("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

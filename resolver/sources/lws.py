@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import detect_agent, named_agent
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, named_agent
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -65,16 +65,14 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return facts
 
 
-class Lws:
+class Lws(NodeAgent):
     """A pod of a LeaderWorkerSet group with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ, CANDIDATES, "LeaderWorkerSet", "a LeaderWorkerSet pod", also=("LWS_NAME", "LWS_GROUP_INDEX")
-        )
+    candidates = CANDIDATES
+    platform = "LeaderWorkerSet"
+    what = "a LeaderWorkerSet pod"
+    also = ("LWS_NAME", "LWS_GROUP_INDEX")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

@@ -37,8 +37,8 @@ import attrs
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import agent, detect_agent, per_node
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, agent, per_node
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
@@ -103,14 +103,13 @@ def resource_config(environ: Mapping[str, str], probes: Probes) -> tuple[str, di
     return path, data
 
 
-class SageMaker:
+class SageMaker(NodeAgent):
     """A SageMaker training container with no launcher around it: its instance's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "SageMaker", "a SageMaker training container")
+    candidates = CANDIDATES
+    platform = "SageMaker"
+    what = "a SageMaker training container"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

@@ -36,7 +36,7 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, by_slice, detect_agent, host_of
+from resolver.sources._node import NodeAgent, agent, by_slice, host_of
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -60,11 +60,14 @@ def workers(environ: Mapping[str, str]) -> tuple[list[str], str]:
     raise MissingVariable(WORKER_LISTS[1], "the slice's workers, comma-separated", source=NAME)
 
 
-class TpuVm:
+class TpuVm(NodeAgent):
     """A Cloud TPU host running a program with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
+    candidates = CANDIDATES
+    platform = "TPU VM"
+    what = "a TPU VM worker"
+    also = (*WORKER_LISTS, *MULTISLICE)
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if CANDIDATES.met(environ) and not env.present(environ, *WORKER_LISTS):
@@ -73,7 +76,7 @@ class TpuVm:
                 "not a TPU VM worker: TPU_WORKER_ID without TPU_WORKER_HOSTNAMES (or TPU_PROCESS_ADDRESSES)",
                 CANDIDATES.present(environ),
             )
-        return detect_agent(environ, CANDIDATES, "TPU VM", "a TPU VM worker", also=(*WORKER_LISTS, *MULTISLICE))
+        return super().detect(environ)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent, host_of
+from resolver.sources._node import NodeAgent, agent, host_of
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -112,11 +112,13 @@ def trainers(environ: Mapping[str, str]) -> tuple[list[str], int, str]:
     return chief + workers, place, variable
 
 
-class Vertex:
+class Vertex(NodeAgent):
     """A Vertex AI training replica with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
+    candidates = CANDIDATES
+    platform = "Vertex AI"
+    what = "a Vertex AI replica"
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if "CLUSTER_SPEC" not in environ and "TF_CONFIG" in environ and not _is_cloud_tf_config(environ["TF_CONFIG"]):
@@ -125,7 +127,7 @@ class Vertex:
                 'not a Vertex AI replica: TF_CONFIG without "environment": "cloud" (another platform\'s)',
                 ("TF_CONFIG",),
             )
-        return detect_agent(environ, CANDIDATES, "Vertex AI", "a Vertex AI replica")
+        return super().detect(environ)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         if not CANDIDATES.met(environ):

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
-from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent, named_agent
+from resolver.sources import Builder
+from resolver.sources._node import NodeAgent, agent, named_agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -73,16 +73,14 @@ def hosts(environ: Mapping[str, str], variable: str) -> list[str]:
     return names
 
 
-class Volcano:
+class Volcano(NodeAgent):
     """A Volcano job's pod with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ, CANDIDATES, "Volcano", "a Volcano job's pod", also=(*PYTORCH_VARIABLES, "MASTER_PORT")
-        )
+    candidates = CANDIDATES
+    platform = "Volcano"
+    what = "a Volcano job's pod"
+    also = (*PYTORCH_VARIABLES, "MASTER_PORT")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
