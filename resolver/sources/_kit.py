@@ -17,7 +17,7 @@ group.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -95,16 +95,17 @@ class Detection:
         return self.matched
 
 
-@attrs.frozen
-class Candidates:
+class Candidates(NamedTuple):
     """The variables whose presence makes a source a candidate: all of them (`all_of`) or any (`any_of`).
 
     Declared once, in the source's registry entry: `resolve` asks a source only when they are met,
     and the source's `detect()` starts from them (`entry("pbs").candidates.unmet(environ, ...)`).
-    An empty `any_of()` is always met (the default source).
+    An empty `any_of()` is always met (the default source). A NamedTuple, as the registry's entries
+    are: a static declaration compared by value, which every start-up builds (an attrs class costs
+    1% of a resolve to create).
     """
 
-    names: tuple[str, ...] = attrs.field(converter=_names)
+    names: tuple[str, ...]
     every: bool = False
 
     def met(self, environ: Environ) -> bool:

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeVar
-
-import attrs
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from resolver.sources._kit import Candidates, JobFacts, Source, all_of, any_of
 
@@ -48,13 +46,16 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class Entry:
-    """One built-in source: name, `module:Class`, candidate variables, and what its module offers."""
+class Entry(NamedTuple):
+    """One built-in source: name, `module:Class`, candidate variables, and what its module offers.
+
+    A NamedTuple: a row of a static table, compared by value (the table is built at every start-up,
+    where an attrs class would cost 1% of a resolve to create).
+    """
 
     name: str
     target: str
-    candidates: Candidates = attrs.field(factory=any_of)
+    candidates: Candidates = any_of()
     auto: bool = True
     facts: Candidates | None = None
     endpoint: Candidates | None = None
