@@ -3,25 +3,23 @@ MPI ranks, a device binding (`Offers`, and `DeviceBinding`, the record a binding
 
 A module of its own, imported by the modules that offer something (and by the registry when it asks
 one): in the kit, which loads on every resolve, its classes cost 1.5% of a default resolve
-(callgrind, lean venv: 3.8 M instructions of 238.8 M).
+(callgrind, lean venv: 3.8 M instructions of 238.8 M); `DeviceBinding` is a NamedTuple, a small value
+compared by value, for the same reason.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
-import attrs
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from resolver.sources._kit import Environ, JobFacts
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["BindingReader", "DeviceBinding", "EndpointReader", "JobFactsReader", "Offers"]
+__all__ = ["DeviceBinding", "Offers"]
 
 
-@attrs.frozen
-class DeviceBinding:
+class DeviceBinding(NamedTuple):
     """A launcher's binding of accelerators to this process, from `variable` (e.g. SLURMD_TRES_BIND).
 
     `own` is how many devices the launcher gave this process alone (SLURM `--gpus-per-task=2`: 2),
@@ -42,23 +40,23 @@ class DeviceBinding:
     note: str = ""
 
 
-class JobFactsReader(Protocol):
-    """A module's `job_facts(environ)`: the job's facts for any process inside the job."""
+if TYPE_CHECKING:  # the capabilities' types, for mypy: at run time only the functions exist
 
-    def __call__(self, environ: Environ, /) -> JobFacts: ...
+    class JobFactsReader(Protocol):
+        """A module's `job_facts(environ)`: the job's facts for any process inside the job."""
 
+        def __call__(self, environ: Environ, /) -> JobFacts: ...
 
-class EndpointReader(Protocol):
-    """A module's `main_endpoint(environ, probes, *, one_node)`: the main address and port it gives the
-    MPI ranks inside its allocation."""
+    class EndpointReader(Protocol):
+        """A module's `main_endpoint(environ, probes, *, one_node)`: the main address and port it gives the
+        MPI ranks inside its allocation."""
 
-    def __call__(self, environ: Environ, probes: Probes, /, *, one_node: bool) -> JobFacts: ...
+        def __call__(self, environ: Environ, probes: Probes, /, *, one_node: bool) -> JobFacts: ...
 
+    class BindingReader(Protocol):
+        """A module's `device_binding(environ)`: the launcher's binding of accelerators to the process."""
 
-class BindingReader(Protocol):
-    """A module's `device_binding(environ)`: the launcher's binding of accelerators to the process."""
-
-    def __call__(self, environ: Environ, /) -> DeviceBinding | None: ...
+        def __call__(self, environ: Environ, /) -> DeviceBinding | None: ...
 
 
 class Offers:
