@@ -17,7 +17,7 @@ import attrs
 from resolver import _devices
 from resolver import environ as env
 from resolver.errors import InvalidSettings, InvalidVariable, StrictWarnings, TopologyError
-from resolver.sources import Detection, JobFacts, Source
+from resolver.sources import Detection, Source
 from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST, SCHEDULERS, Entry
 from resolver.topology import Topology
 
@@ -284,7 +284,7 @@ def _scheduler_facts(environ: Mapping[str, str], chosen: str, topology: Topology
     for entry in SCHEDULERS:
         if entry.name == chosen or entry.facts is None or not entry.facts.met(environ):
             continue
-        facts: JobFacts = entry.offered("job_facts")(environ)
+        facts = entry.job_facts()(environ)
         if facts:
             changes: dict[str, Any] = {field: value for field, (value, _) in facts.items()}
             changes["provenance"] = {**topology.provenance, **{field: origin for field, (_, origin) in facts.items()}}

@@ -62,12 +62,12 @@ import attrs
 
 from resolver.errors import InvalidSettings, InvalidVariable, TopologyError
 from resolver.origin import Origin
-from resolver.sources import DeviceBinding
 from resolver.sources._registry import DEVICE_BINDINGS
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources._offers import DeviceBinding
 
 __all__ = ["SCHEDULER_LISTS", "VISIBILITY", "assign", "bind", "parse_devices"]
 
@@ -320,7 +320,7 @@ def _binding(environ: Mapping[str, str]) -> DeviceBinding | None:
     """The first launcher binding of devices to this process (the registry's DEVICE_BINDINGS)."""
     for entry in DEVICE_BINDINGS:
         if entry.devices is not None and entry.devices.met(environ):
-            found: DeviceBinding | None = entry.offered("device_binding")(environ)
+            found = entry.device_binding()(environ)
             if found is not None:
                 return found
     return None

@@ -237,16 +237,6 @@ def test_a_launcher_page_titles_one_platform() -> None:
     assert "## Node-level platforms" in (DOCS / "launchers" / "index.md").read_text()
 
 
-def test_the_readme_s_pbs_row_names_every_variable_detection_needs() -> None:
-    from resolver.sources.pbs import CANDIDATES
-
-    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| 8 | `pbs` |")]
-    detected_by = row.split(" | ")[2]
-    assert CANDIDATES.every  # detection needs them all: the row must name each
-    for name in CANDIDATES.names:
-        assert f"`{name}`" in detected_by, name
-
-
 # -- the API reference ---------------------------------------------------------------------------------
 
 

@@ -75,7 +75,10 @@ CORE = {  # what every resolve loads: the facade, the engine, the kit, the recor
 
 @pytest.mark.parametrize(
     ("environ", "source_modules"),
-    [(TORCHRUN, {"resolver.sources.torchelastic"}), (SRUN_TASK, {"resolver.sources.slurm", "resolver.hostlist"})],
+    [
+        (TORCHRUN, {"resolver.sources.torchelastic"}),
+        (SRUN_TASK, {"resolver.sources.slurm", "resolver.hostlist", "resolver.sources._offers"}),  # SLURM's OFFERS
+    ],
     ids=["torchrun", "srun"],
 )
 def test_a_resolve_imports_its_source_and_the_probes_it_asks(environ: dict[str, str], source_modules: set[str]) -> None:

@@ -28,7 +28,10 @@ import pytest
 import resolver
 from tests.conftest import IN_CI, require_tool
 
-pytestmark = pytest.mark.build
+RUN_TIMEOUT = 900  # seconds one command (a build, an install, a test run) may take in `run`
+# pytest-timeout's 600 s (pyproject.toml) would stop a test before `run`'s own timeout could say which
+# command hung; a test here runs a few commands, so it gets room for two of them at their limit
+pytestmark = [pytest.mark.build, pytest.mark.timeout(2 * RUN_TIMEOUT)]
 
 ROOT = Path(__file__).resolve().parents[1]
 # The unit tests: what the sdist's suite runs without real launchers (or building itself again).
@@ -72,7 +75,7 @@ def run(args: list[str | Path], *, cwd: Path, env: dict[str, str] | None = None)
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=RUN_TIMEOUT,
     )
     if out.returncode != 0:
         pytest.fail(f"{args} exited {out.returncode}:\n{(out.stdout + out.stderr)[-4000:]}")
@@ -264,3 +267,8 @@ def test_the_testing_and_test_extras_install_from_wheels_alone(
         ],
         cwd=tmp_path,
     )  # fmt: skip
+
+
+def test_a_test_here_outlasts_the_commands_it_runs() -> None:
+    (mark,) = [m for m in pytestmark if m.name == "timeout"]
+    assert mark.args[0] > RUN_TIMEOUT

@@ -17,7 +17,7 @@ group.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -33,7 +33,7 @@ from resolver.environ import (
     present,
     text,
 )
-from resolver.errors import InvalidTopology, InvalidVariable, ProbeFailed, TopologyError, shown
+from resolver.errors import InvalidSettings, InvalidTopology, InvalidVariable, ProbeFailed, TopologyError, shown
 from resolver.origin import Origin
 from resolver.topology import Topology
 
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOB_FIELDS",
+    "RECORD_FIELDS",
     "Builder",
     "Candidates",
     "Detection",
-    "DeviceBinding",
     "Environ",
     "JobFacts",
     "Origin",
@@ -95,16 +95,17 @@ class Detection:
         return self.matched
 
 
-@attrs.frozen
-class Candidates:
+class Candidates(NamedTuple):
     """The variables whose presence makes a source a candidate: all of them (`all_of`) or any (`any_of`).
 
     Declared once, in the source's registry entry: `resolve` asks a source only when they are met,
     and the source's `detect()` starts from them (`entry("pbs").candidates.unmet(environ, ...)`).
-    An empty `any_of()` is always met (the default source).
+    An empty `any_of()` is always met (the default source). A NamedTuple, as the registry's entries
+    are: a static declaration compared by value, which every start-up builds (an attrs class costs
+    1% of a resolve to create).
     """
 
-    names: tuple[str, ...] = attrs.field(converter=_names)
+    names: tuple[str, ...]
     every: bool = False
 
     def met(self, environ: Environ) -> bool:
@@ -150,28 +151,6 @@ class Source(Protocol):
     def resolve(self, environ: Environ, probes: Probes) -> Topology: ...
 
 
-@attrs.frozen
-class DeviceBinding:
-    """A launcher's binding of accelerators to this process, from `variable` (e.g. SLURMD_TRES_BIND).
-
-    `own` is how many devices the launcher gave this process alone (SLURM `--gpus-per-task=2`: 2),
-    or None when the binding does not say that the process's devices are its own.
-    `sets` says how the processes of a node share what they see, by local rank: the process of local
-    rank r sees the set `sets[r % len(sets)]` (equal values: the same devices; different values:
-    disjoint ones), and the processes of one set take its devices in turn, the i-th of them in
-    local-rank order the i-th device (SLURM `--gpu-bind=closest` where every task sees all the step's
-    GPUs: `(0,)`; `--gpu-bind=mask_gpu:0x3,0xc`: `(3, 12)`). Empty: the binding does not say;
-    `note` then says why, for the warning.
-    A launcher module that binds devices has `device_binding(environ) -> DeviceBinding | None` and says
-    so in its registry entry; the engine's device rule consults it for any source.
-    """
-
-    variable: str
-    own: int | None
-    sets: tuple[int, ...] = ()
-    note: str = ""
-
-
 class Builder:
     """Collects a source's values with their origins, then builds the record.
 
@@ -191,7 +170,10 @@ class Builder:
         self.warnings: list[str] = []
 
     def set(self, field: str, value: T, origin: Origin) -> T:
-        """Record `field = value`, which came from `origin`."""
+        """Record `field = value`, which came from `origin`; a name that is no field of the record is an
+        `InvalidSettings` naming it, at the first resolve that reaches it."""
+        if field not in RECORD_FIELDS:
+            raise unknown_field(self.source, field)
         self.values[field] = value
         self.provenance[field] = origin
         return value
@@ -211,16 +193,35 @@ class Builder:
     # -- readers: the variable once, checked, recorded ------------------------------------------
 
     def integer(
-        self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None
+        self,
+        field: str,
+        variable: str,
+        *,
+        minimum: int = 0,
+        maximum: int | None = None,
+        expected: str | None = None,
+        malformed: str = "",
     ) -> int:
-        """A required decimal integer from `variable`; `expected`: what a missing one would have held."""
-        value = integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source, expected=expected)
+        """A required decimal integer from `variable`; `expected`: what a missing one would have held,
+        `malformed`: what a set one must be (else "a decimal integer >= minimum")."""
+        raw = text(self.environ, variable, source=self.source, expected=expected or f"a decimal integer >= {minimum}")
+        return self.set(field, check_integer(variable, raw, minimum, maximum, malformed), Origin.env(variable))
+
+    def optional_integer(
+        self, field: str, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str = ""
+    ) -> int | None:
+        """`field` from `variable` when it is set; None (and nothing recorded) otherwise."""
+        if variable not in self.environ:
+            return None
+        value = check_integer(variable, self.environ[variable], minimum, maximum, expected=expected)
         return self.set(field, value, Origin.env(variable))
 
-    def optional_integer(self, field: str, variable: str, *, minimum: int = 0) -> int | None:
-        """`field` from `variable` when it is set; None (and nothing recorded) otherwise."""
-        value = optional_integer(self.environ, variable, minimum=minimum)
-        return None if value is None else self.set(field, value, Origin.env(variable))
+    def read_integer(
+        self, variable: str, *, minimum: int = 0, maximum: int | None = None, expected: str | None = None
+    ) -> int:
+        """A required integer that fills no field by itself (a main node's or a slice's index): checked,
+        an error naming `variable`; the field computed from it records it in its formula."""
+        return integer(self.environ, variable, minimum=minimum, maximum=maximum, source=self.source, expected=expected)
 
     def text(self, field: str, variable: str, *, expected: str = "a value") -> str:
         """A required variable as it is."""
@@ -271,6 +272,18 @@ class Builder:
             return Topology(source=self.source, provenance=self.provenance, warnings=self.warnings, **self.values)
         except InvalidTopology as exc:
             raise refused(exc, self.provenance, self.environ) from None
+
+
+RECORD_FIELDS = frozenset(attrs.fields_dict(Topology)) - {"source", "provenance", "warnings"}
+"""The fields a `Builder` fills: the record's, but for those the builder itself gives."""
+
+
+def unknown_field(source: str, field: str) -> InvalidSettings:
+    """The error for a field the record does not have (`b.set("nod_rank", ...)`): it names the field."""
+    fields = ", ".join(sorted(RECORD_FIELDS))
+    return InvalidSettings(
+        f"source {source!r} records {field!r}, which is no field of the Topology (its fields: {fields})"
+    )
 
 
 def refused(exc: InvalidTopology, provenance: Mapping[str, Origin], environ: Environ) -> TopologyError:

@@ -11,10 +11,10 @@ offers any process, whichever source resolved it:
   ranks inside its allocation, without a collective (Grid Engine, PBS, Azure ML);
 - `devices`: `device_binding(environ)`, the launcher's binding of accelerators to the process.
 
-Order (first match wins; the nearest launcher comes first): TorchElastic > DeepSpeed > SLURM > LSF >
-Flux > MPI > Grid Engine > PBS > the node-level platforms > third-party sources (entry points) > the
-default. Kubeflow and XLA are chosen by name only. Every list the engine, the CLI, the testing kit
-and the docs need is a view of `ENTRIES`.
+Order (first match wins; the nearest launcher comes first): the order of `ENTRIES` below, with
+third-party sources (entry points) before the default; no list numbers it. Kubeflow and XLA are
+chosen by name only. Every list the engine, the CLI, the testing kit and the docs need is a view of
+`ENTRIES` or is held to it by a test (tests/test_source_lists.py, tests/test_registry.py).
 
 To add a built-in source: its module under `resolver/sources/`, one entry below, its builder module
 under `resolver/testing/` (see "Adding a source" in CONTRIBUTING.md).
@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from resolver.sources._kit import Candidates, JobFacts, Source, all_of, any_of
 
 if TYPE_CHECKING:
     from probes import Probes
+    from resolver.sources._offers import BindingReader, EndpointReader, JobFactsReader, Offers
 
 __all__ = [
     "DEFAULT",
@@ -47,13 +46,16 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class Entry:
-    """One built-in source: name, `module:Class`, candidate variables, and what its module offers."""
+class Entry(NamedTuple):
+    """One built-in source: name, `module:Class`, candidate variables, and what its module offers.
+
+    A NamedTuple: a row of a static table, compared by value (the table is built at every start-up,
+    where an attrs class would cost 1% of a resolve to create).
+    """
 
     name: str
     target: str
-    candidates: Candidates = attrs.field(factory=any_of)
+    candidates: Candidates = any_of()
     auto: bool = True
     facts: Candidates | None = None
     endpoint: Candidates | None = None
@@ -78,9 +80,34 @@ class Entry:
         source: Source = getattr(importlib.import_module(module), cls)()
         return source
 
-    def offered(self, capability: str) -> Any:
-        """The module's function for `capability` (`job_facts`, `main_endpoint`, `device_binding`)."""
-        return getattr(importlib.import_module(self.module), capability)
+    def offers(self) -> Offers | None:
+        """What the source's module offers besides the source (its `OFFERS`); None when it offers nothing."""
+        offers: Offers | None = getattr(importlib.import_module(self.module), "OFFERS", None)
+        return offers
+
+    def job_facts(self) -> JobFactsReader:
+        """The module's `job_facts`, which its entry declares with `facts=`."""
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.job_facts, "job_facts")
+
+    def main_endpoint(self) -> EndpointReader:
+        """The module's `main_endpoint`, which its entry declares with `endpoint=`."""
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.main_endpoint, "main_endpoint")
+
+    def device_binding(self) -> BindingReader:
+        """The module's `device_binding`, which its entry declares with `devices=`."""
+        offers = self.offers()
+        return _offered(self, None if offers is None else offers.device_binding, "device_binding")
+
+
+_T = TypeVar("_T")
+
+
+def _offered(entry: Entry, function: _T | None, capability: str) -> _T:
+    if function is None:
+        raise LookupError(f"{entry.module}.OFFERS has no {capability}, which the entry of {entry.name!r} declares")
+    return function
 
 
 _SOURCES = "resolver.sources"
@@ -164,7 +191,12 @@ ENTRIES: tuple[Entry, ...] = (
         "lws",
         f"{_SOURCES}.lws:Lws",
         all_of("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"),
-        facts=any_of("LWS_NAME", "LWS_GROUP_INDEX"),
+        facts=any_of("LWS_NAME"),  # the group index names a group only with the set's name
+    ),
+    Entry(
+        "indexed_job",
+        f"{_SOURCES}.indexed_job:IndexedJob",
+        all_of("JOB_COMPLETION_INDEX", "NNODES", "MASTER_ADDR"),  # the index alone is any Indexed Job
     ),
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=()),  # the default: always a candidate, last
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False),
@@ -199,7 +231,7 @@ def scheduler_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: 
     """
     for candidate in ENDPOINTS:
         if candidate.endpoint is not None and candidate.endpoint.met(environ):
-            found: JobFacts = candidate.offered("main_endpoint")(environ, probes, one_node=one_node)
+            found = candidate.main_endpoint()(environ, probes, one_node=one_node)
             if found:
                 return found
     return {}

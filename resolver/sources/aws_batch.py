@@ -34,19 +34,21 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.errors import MissingVariable
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts, this_host
-from resolver.sources._node import Fact, agent, detect_agent, read, read_address
+from resolver.sources import Builder, JobFacts, read_job_facts, this_host
+from resolver.sources._node import NodeAgent, agent
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "MAIN_ADDRESS", "NAME", "AwsBatch", "job_facts"]
+__all__ = ["CANDIDATES", "MAIN_ADDRESS", "MAIN_INDEX", "NAME", "OFFERS", "AwsBatch", "job_facts"]
 
 NAME = "aws_batch"
 CANDIDATES = entry(NAME).candidates  # both set on every node
 MAIN_ADDRESS = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
+MAIN_INDEX = "AWS_BATCH_JOB_MAIN_NODE_INDEX"
 
 
 def job_facts(environ: Mapping[str, str]) -> JobFacts:
@@ -61,34 +63,33 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return facts
 
 
-class AwsBatch:
+class AwsBatch(NodeAgent):
     """A node of an AWS Batch multi-node parallel job with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "AWS Batch", "a node of an AWS Batch multi-node parallel job")
+    candidates = CANDIDATES
+    platform = "AWS Batch"
+    what = "a node of an AWS Batch multi-node parallel job"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        node = read(environ, "AWS_BATCH_JOB_NODE_INDEX")
-        main = read(environ, "AWS_BATCH_JOB_MAIN_NODE_INDEX")
-        address: Fact[str]
-        if MAIN_ADDRESS in environ:
-            address = read_address(environ, MAIN_ADDRESS, source=NAME)
-        elif node[0] != main[0]:
-            raise MissingVariable(
-                MAIN_ADDRESS, "the main node's private IPv4 address (set on every node but the main one)", source=NAME
-            )
-        elif "MASTER_ADDR" in environ:
-            address = read_address(environ, "MASTER_ADDR", source=NAME)
-        else:
-            address = (
-                this_host(probes),
-                Origin.probe("hostname", note="the main node, which AWS Batch does not tell its address"),
-            )
-        return agent(
-            b, node=node, nodes=read(environ, "AWS_BATCH_JOB_NUM_NODES", minimum=1), address=address, main=main
-        )
+        node = b.integer("node_rank", "AWS_BATCH_JOB_NODE_INDEX")
+        b.integer("num_nodes", "AWS_BATCH_JOB_NUM_NODES", minimum=1)
+        if b.optional_address(MAIN_ADDRESS) is None:
+            if node != b.read_integer(MAIN_INDEX):
+                raise MissingVariable(
+                    MAIN_ADDRESS,
+                    "the main node's private IPv4 address (set on every node but the main one)",
+                    source=NAME,
+                )
+            if b.optional_address("MASTER_ADDR") is None:
+                b.set(
+                    "main_address",
+                    this_host(probes),
+                    Origin.probe("hostname", note="the main node, which AWS Batch does not tell its address"),
+                )
+        return agent(b, main=MAIN_INDEX)
+
+
+OFFERS = Offers(job_facts=job_facts)

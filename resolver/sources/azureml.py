@@ -32,14 +32,25 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import named_agent, read_address, started_inside
+from resolver.sources._node import named_agent, started_inside
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "MARKER", "NAME", "NODE_VARIABLES", "AzureMl", "job_facts", "main_endpoint", "marked"]
+__all__ = [
+    "CANDIDATES",
+    "MARKER",
+    "NAME",
+    "NODE_VARIABLES",
+    "OFFERS",
+    "AzureMl",
+    "job_facts",
+    "main_endpoint",
+    "marked",
+]
 
 NAME = "azureml"
 CANDIDATES = entry(NAME).candidates  # AZUREML_RUN_ID: every process of an Azure ML job
@@ -77,7 +88,8 @@ def main_endpoint(environ: Mapping[str, str], probes: Probes, *, one_node: bool)
             "main_port": (env.check_port("AZ_BATCH_MASTER_NODE", port), _part("AZ_BATCH_MASTER_NODE", "port")),
         }
     if "AZ_BATCHAI_MPI_MASTER_NODE" in environ:
-        return {"main_address": read_address(environ, "AZ_BATCHAI_MPI_MASTER_NODE", source=NAME)}
+        variable = "AZ_BATCHAI_MPI_MASTER_NODE"
+        return {"main_address": (env.address(environ, variable, source=NAME), Origin.env(variable))}
     return {}
 
 
@@ -112,3 +124,6 @@ class AzureMl:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
         return named_agent(b, node="NODE_RANK", nodes="WORLD_SIZE", address="MASTER_ADDR")
+
+
+OFFERS = Offers(job_facts=job_facts, main_endpoint=main_endpoint)

@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import Fact, address_list, agent, detect_agent, node_count, per_node, read, read_address
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, address_list, agent, node_count, per_node
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "NAME", "Dstack", "job_facts"]
+__all__ = ["CANDIDATES", "NAME", "OFFERS", "Dstack", "job_facts"]
 
 NAME = "dstack"
 CANDIDATES = entry(NAME).candidates  # both set on every node
@@ -39,33 +39,29 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return read_job_facts(environ, (("job_name", "DSTACK_RUN_NAME"),))
 
 
-class Dstack:
+class Dstack(NodeAgent):
     """A node of a dstack task, with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "dstack", "a node of a dstack task")
+    candidates = CANDIDATES
+    platform = "dstack"
+    what = "a node of a dstack task"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        nodes = read(environ, "DSTACK_NODES_NUM", minimum=1)
-        address: Fact[str]
-        hosts: Fact[tuple[str, ...]] | None = None
         if "DSTACK_NODES_IPS" in environ:
-            ips = address_list(environ, "DSTACK_NODES_IPS")
-            nodes = node_count(environ, "DSTACK_NODES_NUM", ips, "DSTACK_NODES_IPS")
-            address = ips[0], Origin.formula("first line of DSTACK_NODES_IPS", variables=("DSTACK_NODES_IPS",))
-            hosts = tuple(ips), Origin.env("DSTACK_NODES_IPS")  # sorted by node rank (dstack's docs)
-        if "DSTACK_MASTER_NODE_IP" in environ or "DSTACK_NODES_IPS" not in environ:
-            address = read_address(environ, "DSTACK_MASTER_NODE_IP", source=NAME)
-        return agent(
-            b,
-            node=read(environ, "DSTACK_NODE_RANK"),
-            nodes=nodes,
-            address=address,
-            per_node=per_node(environ, "DSTACK_GPUS_PER_NODE"),
-            hosts=hosts,
-        )
+            ips = address_list(b, "DSTACK_NODES_IPS")  # sorted by node rank (dstack's docs)
+            node_count(b, "DSTACK_NODES_NUM", ips, "DSTACK_NODES_IPS")
+            if "DSTACK_MASTER_NODE_IP" not in environ:
+                b.formula("main_address", ips[0], "first line of DSTACK_NODES_IPS", "DSTACK_NODES_IPS")
+        else:
+            b.integer("num_nodes", "DSTACK_NODES_NUM", minimum=1)
+        if "main_address" not in b.values:
+            b.address("DSTACK_MASTER_NODE_IP")
+        b.integer("node_rank", "DSTACK_NODE_RANK")
+        per_node(b, "DSTACK_GPUS_PER_NODE")
+        return agent(b)
+
+
+OFFERS = Offers(job_facts=job_facts)

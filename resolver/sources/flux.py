@@ -59,6 +59,7 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
 from resolver.sources import LOCAL_ADDRESS, Builder, Detection, JobFacts, all_of, job_port
+from resolver.sources._offers import Offers
 from resolver.sources.mpi import Launcher, exchange, started_by_mpirun
 from resolver.topology import Topology
 
@@ -71,6 +72,7 @@ __all__ = [
     "F58_PREFIXES",
     "FLUX",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "TASK",
@@ -207,3 +209,6 @@ class Flux:
             )
             topology = attrs.evolve(topology, warnings=(*topology.warnings, warning))
         return topology
+
+
+OFFERS = Offers(job_facts=job_facts)

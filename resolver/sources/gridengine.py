@@ -69,6 +69,7 @@ from resolver.sources import (
     refuse_rank,
 )
 from resolver.sources._hostfile import HostFileJob
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
@@ -81,6 +82,7 @@ __all__ = [
     "HOSTFILE",
     "JOB",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
@@ -260,3 +262,6 @@ class GridEngine:
                 "started only this process: it resolves as a world of one; start the ranks with mpirun "
                 "(Open MPI and MPICH read the job's hosts from PE_HOSTFILE)"
             )
+
+
+OFFERS = Offers(job_facts=job_facts, main_endpoint=main_endpoint)

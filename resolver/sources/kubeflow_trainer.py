@@ -32,11 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver import environ as env
 from resolver.errors import MissingVariable
-from resolver.origin import Origin
-from resolver.sources import Builder, Detection
-from resolver.sources._node import Fact, agent, detect_agent, optional_port, read, read_address
+from resolver.sources import Builder
+from resolver.sources._node import NodeAgent, agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -49,55 +47,44 @@ NAME = "kubeflow_trainer"
 CANDIDATES = entry(NAME).candidates  # PET_NNODES: on every trainer node
 DEVICE_KINDS = ("auto", "cpu", "gpu")  # torchrun counts these itself
 SINGLE_NODE_ADDRESS = "127.0.0.1"  # torchrun's --master-addr default
-_ONE_NODE: tuple[Fact[int], Fact[str]] = (
-    (0, Origin.default("0 (one node)")),
-    (SINGLE_NODE_ADDRESS, Origin.default(f"{SINGLE_NODE_ADDRESS} (one node; torchrun's default)")),
-)
 
 
-def nproc_per_node(environ: Mapping[str, str], variable: str = "PET_NPROC_PER_NODE") -> Fact[int] | None:
-    """The worker count per node when `variable` is a number; None when unset or a device kind torchrun counts."""
-    raw = environ.get(variable)
-    if raw is None or raw in DEVICE_KINDS:
+def nproc_per_node(b: Builder, variable: str = "PET_NPROC_PER_NODE") -> int | None:
+    """The worker count per node (``nproc_per_node``) when `variable` is a number; None when unset or a
+    device kind torchrun counts."""
+    if b.environ.get(variable) in DEVICE_KINDS:
         return None
-    count = env.check_integer(variable, raw, 1, expected=f"an integer >= 1 or one of {', '.join(DEVICE_KINDS)}")
-    return count, Origin.env(variable)
+    return b.optional_integer(
+        "nproc_per_node", variable, minimum=1, expected=f"an integer >= 1 or one of {', '.join(DEVICE_KINDS)}"
+    )
 
 
-class KubeflowTrainer:
+class KubeflowTrainer(NodeAgent):
     """A Kubeflow Trainer node (pod) with no torchrun around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ,
-            CANDIDATES,
-            "Kubeflow Trainer",
-            "a Kubeflow Trainer node",
-            also=("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"),
-        )
+    candidates = CANDIDATES
+    platform = "Kubeflow Trainer"
+    what = "a Kubeflow Trainer node"
+    also = ("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        raw = env.text(environ, "PET_NNODES", source=NAME, expected="the node count")
-        nodes = env.check_integer(
-            "PET_NNODES", raw, 1, expected="a node count >= 1 (an elastic range MIN:MAX has no fixed node ranks)"
+        b = Builder(NAME, environ)
+        nodes = b.integer(
+            "num_nodes",
+            "PET_NNODES",
+            minimum=1,
+            expected="the node count",
+            malformed="a node count >= 1 (an elastic range MIN:MAX has no fixed node ranks)",
         )
         if nodes > 1:
             for variable, what in (("PET_NODE_RANK", "this node's rank"), ("PET_MASTER_ADDR", "node 0's address")):
                 if variable not in environ:
                     raise MissingVariable(variable, f"{what} (PET_NNODES={nodes} nodes)", source=NAME)
-        node, address = _ONE_NODE
-        if "PET_NODE_RANK" in environ:
-            node = read(environ, "PET_NODE_RANK")
-        if "PET_MASTER_ADDR" in environ:
-            address = read_address(environ, "PET_MASTER_ADDR", source=NAME)
-        return agent(
-            Builder(NAME, environ),
-            node=node,
-            nodes=(nodes, Origin.env("PET_NNODES")),
-            address=address,
-            port=optional_port(environ, "PET_MASTER_PORT"),
-            per_node=nproc_per_node(environ),
-        )
+        if b.optional_integer("node_rank", "PET_NODE_RANK") is None:
+            b.default("node_rank", 0, "0 (one node)")
+        if b.optional_address("PET_MASTER_ADDR") is None:
+            b.default("main_address", SINGLE_NODE_ADDRESS, f"{SINGLE_NODE_ADDRESS} (one node; torchrun's default)")
+        b.optional_port("PET_MASTER_PORT")
+        nproc_per_node(b)
+        return agent(b)

@@ -37,6 +37,7 @@ from resolver.sources import (
     short_host,
     this_host,
 )
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -48,6 +49,7 @@ __all__ = [
     "DETECTION_VARIABLES",
     "INDEX",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "RANKFILE",
@@ -217,3 +219,6 @@ class Lsf:
         how = "" if listed == hostname else f" (matched {listed!r} by short name)"
         b.formula("node_rank", index[listed], f"index of hostname {hostname!r}{how} among {where}", RANKFILE)
         return b.build()
+
+
+OFFERS = Offers(job_facts=job_facts)

@@ -38,15 +38,16 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import detect_agent, named_agent
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, named_agent
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "NAME", "Lws", "job_facts"]
+__all__ = ["CANDIDATES", "NAME", "OFFERS", "Lws", "job_facts"]
 
 NAME = "lws"
 CANDIDATES = entry(NAME).candidates  # LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX: on every pod
@@ -64,18 +65,19 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return facts
 
 
-class Lws:
+class Lws(NodeAgent):
     """A pod of a LeaderWorkerSet group with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ, CANDIDATES, "LeaderWorkerSet", "a LeaderWorkerSet pod", also=("LWS_NAME", "LWS_GROUP_INDEX")
-        )
+    candidates = CANDIDATES
+    platform = "LeaderWorkerSet"
+    what = "a LeaderWorkerSet pod"
+    also = ("LWS_NAME", "LWS_GROUP_INDEX")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
         return named_agent(b, node="LWS_WORKER_INDEX", nodes="LWS_GROUP_SIZE", address="LWS_LEADER_ADDRESS")
+
+
+OFFERS = Offers(job_facts=job_facts)

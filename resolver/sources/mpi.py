@@ -31,9 +31,7 @@ SLURM launch: SLURM, earlier in the detection order, wins over them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from resolver.environ import is_address
 from resolver.errors import InvalidVariable, ProbeFailed, TopologyError
@@ -64,9 +62,9 @@ NAME = "mpi"
 CANDIDATES = entry(NAME).candidates  # the markers of `LAUNCHERS`
 
 
-@attrs.frozen(kw_only=True)
-class Launcher:
-    """The variables one MPI launcher writes for each rank; None where it writes nothing."""
+class Launcher(NamedTuple):
+    """The variables one MPI launcher writes for each rank; None where it writes nothing. A row of the
+    static table `LAUNCHERS` (a NamedTuple, as the registry's rows are), written with keywords."""
 
     name: str
     marker: str  # its presence means this launcher started the process

@@ -75,6 +75,7 @@ from resolver.sources import (
     refuse_rank,
 )
 from resolver.sources._hostfile import HostFileJob
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
@@ -88,6 +89,7 @@ __all__ = [
     "HOSTFILE",
     "JOB",
     "NAME",
+    "OFFERS",
     "PORT_BASE",
     "PORT_SPAN",
     "PORT_STRIDE",
@@ -194,13 +196,12 @@ main_host = JOB.main_host
 main_endpoint = JOB.main_endpoint
 
 
-def _slots_here(environ: Mapping[str, str], probes: Probes) -> tuple[int, Origin] | None:
+def _slots_here(environ: Mapping[str, str], probes: Probes, lines: list[list[str]] | None) -> tuple[int, Origin] | None:
     """The slots PBS gave this host, the workers its process may start: Torque's ``PBS_NUM_PPN``, else
-    the lines of ``PBS_NODEFILE`` (one per slot) naming this host, when this host is the first."""
+    the `lines` of ``PBS_NODEFILE`` (one per slot) naming this host, when this host is the first."""
     ppn = env.optional_integer(environ, "PBS_NUM_PPN", minimum=1)
     if ppn is not None:
         return ppn, Origin.env("PBS_NUM_PPN")
-    lines = JOB.hosts(environ, probes)
     if first_host_here(environ, probes, HOSTFILE, lines) is None or lines is None:
         return None
     slots = sum(1 for words in lines if words[0] == lines[0][0])
@@ -236,23 +237,23 @@ class Pbs:
         if not facts:
             _job_id(environ)  # names the missing variable
         b = Builder(NAME, environ)
+        lines = JOB.hosts(environ, probes)  # PBS_NODEFILE, read once
         one_process(
             b,
             facts=facts,
             port=default_port(environ),
             title="PBS",
             started="PBS starts one process per job script, interactive shell or pbsdsh task and numbers none",
-            per_node=_slots_here(environ, probes),
+            per_node=_slots_here(environ, probes, lines),
         )
-        self._warn(b, environ, probes)
+        self._warn(b, environ, lines)
         return b.build()
 
     @staticmethod
-    def _warn(b: Builder, environ: Mapping[str, str], probes: Probes) -> None:
+    def _warn(b: Builder, environ: Mapping[str, str], lines: list[list[str]] | None) -> None:
         job = environ["PBS_JOBID"]
         for variable in TASK_VARIABLES:
             env.optional_integer(environ, variable)  # malformed values are named even if unused
-        lines = JOB.hosts(environ, probes)
         nodes = (
             len(dict.fromkeys(words[0] for words in lines))
             if lines is not None
@@ -270,3 +271,6 @@ class Pbs:
                 f"PBS job {job} has {nodes} hosts but PBS started only this process: it resolves as a world of one; "
                 "start the ranks with an MPI launcher (mpiexec, mpirun or Cray PALS read the job's hosts)"
             )
+
+
+OFFERS = Offers(job_facts=job_facts, main_endpoint=main_endpoint)

@@ -37,8 +37,9 @@ import attrs
 from resolver import environ as env
 from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import agent, detect_agent, per_node
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, agent, per_node
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -51,6 +52,7 @@ __all__ = [
     "CONFIG_FILE",
     "DEFAULT_PORT",
     "NAME",
+    "OFFERS",
     "SageMaker",
     "job_facts",
     "resource_config",
@@ -101,14 +103,13 @@ def resource_config(environ: Mapping[str, str], probes: Probes) -> tuple[str, di
     return path, data
 
 
-class SageMaker:
+class SageMaker(NodeAgent):
     """A SageMaker training container with no launcher around it: its instance's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "SageMaker", "a SageMaker training container")
+    candidates = CANDIDATES
+    platform = "SageMaker"
+    what = "a SageMaker training container"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
@@ -116,23 +117,16 @@ class SageMaker:
         hosts, current = _hosts(environ, probes)
         if current.value not in hosts.value:
             raise InvalidVariable(current.name, current.value, f"one of the hosts {hosts.value} ({hosts.words})")
-        count = per_node(environ, "SM_NUM_GPUS") or per_node(environ, "SM_NUM_NEURONS")
+        if per_node(b, "SM_NUM_GPUS") is None:
+            per_node(b, "SM_NUM_NEURONS")
         place = f"position of {current.value} ({current.words}) in {hosts.words}"
-        return agent(
-            b,
-            node=(
-                hosts.value.index(current.value),
-                Origin.formula(place, variables=hosts.variables + current.variables),
-            ),
-            nodes=(len(hosts.value), Origin.formula(f"count of {hosts.words}", variables=hosts.variables)),
-            address=(hosts.value[0], Origin.formula(f"first of {hosts.words}", variables=hosts.variables)),
-            per_node=count,
-            hosts=(tuple(hosts.value), Origin.formula(hosts.words, variables=hosts.variables)),  # node i is host i
-            default_port=(
-                DEFAULT_PORT,
-                Origin.default(f"{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)"),
-            ),
-        )
+        b.formula("node_rank", hosts.value.index(current.value), place, *hosts.variables, *current.variables)
+        b.formula("num_nodes", len(hosts.value), f"count of {hosts.words}", *hosts.variables)
+        b.formula("main_address", hosts.value[0], f"first of {hosts.words}", *hosts.variables)
+        b.formula("hostnames", tuple(hosts.value), hosts.words, *hosts.variables)  # node i is host i
+        if b.optional_port("MASTER_PORT") is None:
+            b.default("main_port", DEFAULT_PORT, f"{DEFAULT_PORT} (the SageMaker training toolkit's torchrun port)")
+        return agent(b)
 
 
 @attrs.frozen
@@ -166,3 +160,6 @@ def _hosts(environ: Mapping[str, str], probes: Probes) -> tuple[_Read[list[str]]
     if not isinstance(value, str):
         raise InvalidVariable(path, shown(data), "a JSON object whose current_host is a host name")
     return hosts, _Read(value, f"current_host of {path}", f"current_host of {path}")
+
+
+OFFERS = Offers(job_facts=job_facts)

@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from resolver.origin import Origin
-from resolver.sources import Builder, Detection, JobFacts, read_job_facts
-from resolver.sources._node import address_list, agent, detect_agent, node_count, per_node, read
+from resolver.sources import Builder, JobFacts, read_job_facts
+from resolver.sources._node import NodeAgent, address_list, agent, node_count, per_node
+from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "NAME", "SkyPilot", "job_facts"]
+__all__ = ["CANDIDATES", "NAME", "OFFERS", "SkyPilot", "job_facts"]
 
 NAME = "skypilot"
 CANDIDATES = entry(NAME).candidates  # both set on every node
@@ -39,25 +39,23 @@ def job_facts(environ: Mapping[str, str]) -> JobFacts:
     return read_job_facts(environ, (("job_id", "SKYPILOT_TASK_ID"),))
 
 
-class SkyPilot:
+class SkyPilot(NodeAgent):
     """A SkyPilot node running a task's commands, with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(environ, CANDIDATES, "SkyPilot", "a SkyPilot node running a task's commands")
+    candidates = CANDIDATES
+    platform = "SkyPilot"
+    what = "a SkyPilot node running a task's commands"
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         b.facts(job_facts(environ))
-        ips = address_list(environ, "SKYPILOT_NODE_IPS")
-        head = Origin.formula("first line of SKYPILOT_NODE_IPS (the head node)", variables=("SKYPILOT_NODE_IPS",))
-        return agent(
-            b,
-            node=read(environ, "SKYPILOT_NODE_RANK"),
-            nodes=node_count(environ, "SKYPILOT_NUM_NODES", ips, "SKYPILOT_NODE_IPS"),
-            address=(ips[0], head),
-            per_node=per_node(environ, "SKYPILOT_NUM_GPUS_PER_NODE"),
-            hosts=(tuple(ips), Origin.env("SKYPILOT_NODE_IPS")),  # one line per node, in node-rank order
-        )
+        ips = address_list(b, "SKYPILOT_NODE_IPS")  # one line per node, in node-rank order
+        b.formula("main_address", ips[0], "first line of SKYPILOT_NODE_IPS (the head node)", "SKYPILOT_NODE_IPS")
+        b.integer("node_rank", "SKYPILOT_NODE_RANK")
+        node_count(b, "SKYPILOT_NUM_NODES", ips, "SKYPILOT_NODE_IPS")
+        per_node(b, "SKYPILOT_NUM_GPUS_PER_NODE")
+        return agent(b)
+
+
+OFFERS = Offers(job_facts=job_facts)

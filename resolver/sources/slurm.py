@@ -44,8 +44,9 @@ from resolver import environ as env
 from resolver import hostlist
 from resolver.errors import HostlistSyntaxError, InvalidSettings, InvalidVariable, ProbeFailed, count, shown
 from resolver.origin import Origin
-from resolver.sources import Builder, DeviceBinding, JobFacts, job_port, read_job_facts
+from resolver.sources import Builder, JobFacts, job_port, read_job_facts
 from resolver.sources._kit import Detection
+from resolver.sources._offers import DeviceBinding, Offers
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -60,6 +61,7 @@ __all__ = [
     "JOB_VARIABLES",
     "MPIRUN_MARKERS",
     "NAME",
+    "OFFERS",
     "PORT_SCHEMES",
     "STEP_STRIDE",
     "Slurm",
@@ -485,3 +487,6 @@ class Slurm:
                     variables=variables,
                 ),
             )
+
+
+OFFERS = Offers(job_facts=job_facts, device_binding=device_binding)

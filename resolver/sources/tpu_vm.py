@@ -36,33 +36,19 @@ from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
 from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import Fact, agent, detect_agent, read
+from resolver.sources._node import NodeAgent, agent, by_slice, host_of
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
     from probes import Probes
 
-__all__ = ["CANDIDATES", "MULTISLICE", "NAME", "WORKER_LISTS", "TpuVm", "host_of", "workers"]
+__all__ = ["CANDIDATES", "MULTISLICE", "NAME", "WORKER_LISTS", "TpuVm", "workers"]
 
 NAME = "tpu_vm"
 CANDIDATES = entry(NAME).candidates  # TPU_WORKER_ID: this host's index in the slice
 WORKER_LISTS = ("TPU_PROCESS_ADDRESSES", "TPU_WORKER_HOSTNAMES")  # JAX's order of preference
 MULTISLICE = ("MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID")
-
-
-def host_of(
-    variable: str, raw: str, item: str, expected: str = "host names or host:port entries separated by commas"
-) -> str:
-    """The host of ``host``, ``host:port`` or ``[v6]:port`` (without brackets), checked; an error names `variable`."""
-    host = item
-    if item.startswith("[") and "]" in item:
-        host = item[1 : item.index("]")]
-    elif item.count(":") == 1:
-        host = item.partition(":")[0]
-    if not env.is_address(host):
-        raise InvalidVariable(variable, raw, expected)
-    return host
 
 
 def workers(environ: Mapping[str, str]) -> tuple[list[str], str]:
@@ -74,11 +60,14 @@ def workers(environ: Mapping[str, str]) -> tuple[list[str], str]:
     raise MissingVariable(WORKER_LISTS[1], "the slice's workers, comma-separated", source=NAME)
 
 
-class TpuVm:
+class TpuVm(NodeAgent):
     """A Cloud TPU host running a program with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
+    candidates = CANDIDATES
+    platform = "TPU VM"
+    what = "a TPU VM worker"
+    also = (*WORKER_LISTS, *MULTISLICE)
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if CANDIDATES.met(environ) and not env.present(environ, *WORKER_LISTS):
@@ -87,50 +76,25 @@ class TpuVm:
                 "not a TPU VM worker: TPU_WORKER_ID without TPU_WORKER_HOSTNAMES (or TPU_PROCESS_ADDRESSES)",
                 CANDIDATES.present(environ),
             )
-        return detect_agent(environ, CANDIDATES, "TPU VM", "a TPU VM worker", also=(*WORKER_LISTS, *MULTISLICE))
+        return super().detect(environ)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
         hosts, listed = workers(environ)
-        worker = read(environ, "TPU_WORKER_ID")
-        if worker[0] >= len(hosts):
+        worker = b.integer("node_rank", "TPU_WORKER_ID")
+        if worker >= len(hosts):
             raise InvalidVariable(
                 "TPU_WORKER_ID", environ["TPU_WORKER_ID"], f"a worker index < the {len(hosts)} workers of {listed}"
             )
-        per_slice = len(hosts)
-        address: Fact[str] = (hosts[0], Origin.formula(f"first worker of {listed} (worker 0)", variables=(listed,)))
-        listed_hosts: Fact[tuple[str, ...]] | None = None
         if "MEGASCALE_COORDINATOR_ADDRESS" not in environ:
-            node = worker
-            nodes = (per_slice, Origin.formula(f"count of {listed}", variables=(listed,)))
-            listed_hosts = tuple(hosts), Origin.env(listed)  # one slice: worker i is node i
+            b.formula("num_nodes", len(hosts), f"count of {listed}", listed)
+            b.set("hostnames", tuple(hosts), Origin.env(listed))  # one slice: worker i is node i
+            b.formula("main_address", hosts[0], f"first worker of {listed} (worker 0)", listed)
         else:
             raw = environ["MEGASCALE_COORDINATOR_ADDRESS"]
-            address = (
-                host_of("MEGASCALE_COORDINATOR_ADDRESS", raw, raw, "a host or host:port (slice 0's worker 0)"),
-                Origin.env("MEGASCALE_COORDINATOR_ADDRESS"),
+            coordinator = host_of("MEGASCALE_COORDINATOR_ADDRESS", raw, raw, "a host or host:port (slice 0's worker 0)")
+            b.set("main_address", coordinator, Origin.env("MEGASCALE_COORDINATOR_ADDRESS"))
+            by_slice(
+                b, slice_id="MEGASCALE_SLICE_ID", slices="MEGASCALE_NUM_SLICES", per_slice=len(hosts), listed=listed
             )
-            slices = read(environ, "MEGASCALE_NUM_SLICES", minimum=1)
-            slice_id = read(environ, "MEGASCALE_SLICE_ID")
-            if slice_id[0] >= slices[0]:
-                raise InvalidVariable(
-                    "MEGASCALE_SLICE_ID",
-                    environ["MEGASCALE_SLICE_ID"],
-                    f"a slice index < MEGASCALE_NUM_SLICES={slices[0]}",
-                )
-            node = (
-                worker[0] + slice_id[0] * per_slice,
-                Origin.formula(
-                    f"TPU_WORKER_ID={worker[0]} + MEGASCALE_SLICE_ID={slice_id[0]} x {per_slice} hosts per slice "
-                    f"({listed})",
-                    variables=("TPU_WORKER_ID", "MEGASCALE_SLICE_ID", listed),
-                ),
-            )
-            nodes = (
-                per_slice * slices[0],
-                Origin.formula(
-                    f"{per_slice} hosts per slice ({listed}) x MEGASCALE_NUM_SLICES={slices[0]}",
-                    variables=(listed, "MEGASCALE_NUM_SLICES"),
-                ),
-            )
-        return agent(b, node=node, nodes=nodes, address=address, hosts=listed_hosts)
+        return agent(b)

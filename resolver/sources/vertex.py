@@ -36,11 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
-from resolver.origin import Origin
 from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent
+from resolver.sources._node import NodeAgent, agent, host_of
 from resolver.sources._registry import entry
-from resolver.sources.tpu_vm import host_of
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -114,11 +112,13 @@ def trainers(environ: Mapping[str, str]) -> tuple[list[str], int, str]:
     return chief + workers, place, variable
 
 
-class Vertex:
+class Vertex(NodeAgent):
     """A Vertex AI training replica with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
+    candidates = CANDIDATES
+    platform = "Vertex AI"
+    what = "a Vertex AI replica"
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
         if "CLUSTER_SPEC" not in environ and "TF_CONFIG" in environ and not _is_cloud_tf_config(environ["TF_CONFIG"]):
@@ -127,15 +127,14 @@ class Vertex:
                 'not a Vertex AI replica: TF_CONFIG without "environment": "cloud" (another platform\'s)',
                 ("TF_CONFIG",),
             )
-        return detect_agent(environ, CANDIDATES, "Vertex AI", "a Vertex AI replica")
+        return super().detect(environ)
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         if not CANDIDATES.met(environ):
             raise MissingVariable("CLUSTER_SPEC", "Vertex AI's cluster and task", source=NAME)
         hosts, place, variable = trainers(environ)
-        return agent(
-            Builder(NAME, environ),
-            node=(place, Origin.formula(f"{variable} task's place among pool 0 then pool 1", variables=(variable,))),
-            nodes=(len(hosts), Origin.formula(f"replicas of pools 0 and 1 in {variable}", variables=(variable,))),
-            address=(hosts[0], Origin.formula(f"{variable} pool 0's first replica (the chief)", variables=(variable,))),
-        )
+        b = Builder(NAME, environ)
+        b.formula("node_rank", place, f"{variable} task's place among pool 0 then pool 1", variable)
+        b.formula("num_nodes", len(hosts), f"replicas of pools 0 and 1 in {variable}", variable)
+        b.formula("main_address", hosts[0], f"{variable} pool 0's first replica (the chief)", variable)
+        return agent(b)

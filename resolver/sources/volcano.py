@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING
 
 from resolver import environ as env
 from resolver.errors import InvalidVariable, MissingVariable
-from resolver.origin import Origin
-from resolver.sources import Builder, Detection
-from resolver.sources._node import agent, detect_agent, named_agent, read
+from resolver.sources import Builder
+from resolver.sources._node import NodeAgent, agent, named_agent
 from resolver.sources._registry import entry
 from resolver.topology import Topology
 
@@ -74,16 +73,14 @@ def hosts(environ: Mapping[str, str], variable: str) -> list[str]:
     return names
 
 
-class Volcano:
+class Volcano(NodeAgent):
     """A Volcano job's pod with no launcher around it: the node's agent."""
 
     name = NAME
-    auto = True
-
-    def detect(self, environ: Mapping[str, str]) -> Detection:
-        return detect_agent(
-            environ, CANDIDATES, "Volcano", "a Volcano job's pod", also=(*PYTORCH_VARIABLES, "MASTER_PORT")
-        )
+    candidates = CANDIDATES
+    platform = "Volcano"
+    what = "a Volcano job's pod"
+    also = (*PYTORCH_VARIABLES, "MASTER_PORT")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
         b = Builder(NAME, environ)
@@ -107,19 +104,13 @@ class Volcano:
             )
         task = keys[0]
         names = hosts(environ, f"VC_{task}_HOSTS")
-        nodes = read(environ, f"VC_{task}_NUM", minimum=1)
-        if nodes[0] != len(names):
+        nodes = b.integer("num_nodes", f"VC_{task}_NUM", minimum=1)
+        if nodes != len(names):
             raise InvalidVariable(
                 f"VC_{task}_NUM", environ[f"VC_{task}_NUM"], f"the number of hosts in VC_{task}_HOSTS ({len(names)})"
             )
         if index_variable not in environ:
             raise MissingVariable(index_variable, "this pod's index in its task (the env plugin)", source=NAME)
-        return agent(
-            b,
-            node=read(environ, index_variable),
-            nodes=nodes,
-            address=(
-                names[0],
-                Origin.formula(f"first host of VC_{task}_HOSTS (the task's pod 0)", variables=(f"VC_{task}_HOSTS",)),
-            ),
-        )
+        b.integer("node_rank", index_variable)
+        b.formula("main_address", names[0], f"first host of VC_{task}_HOSTS (the task's pod 0)", f"VC_{task}_HOSTS")
+        return agent(b)

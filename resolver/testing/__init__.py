@@ -53,6 +53,7 @@ from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspe
 from resolver.testing.dstack import DstackLaunch, DstackNode, dstack_env, dstack_job
 from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
 from resolver.testing.gridengine import GridEngineLaunch, gridengine_env, gridengine_job
+from resolver.testing.indexed_job import IndexedJobLaunch, IndexedJobPod, indexed_job_env, indexed_job_job
 from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
 from resolver.testing.kubeflow_trainer import (
     KubeflowTrainerLaunch,
@@ -102,6 +103,8 @@ __all__ = [
     "FluxLaunch",
     "FluxTask",
     "GridEngineLaunch",
+    "IndexedJobLaunch",
+    "IndexedJobPod",
     "Job",
     "KubeflowLaunch",
     "KubeflowPod",
@@ -148,6 +151,8 @@ __all__ = [
     "flux_job",
     "gridengine_env",
     "gridengine_job",
+    "indexed_job_env",
+    "indexed_job_job",
     "jobs",
     "kubeflow_env",
     "kubeflow_job",

@@ -11,19 +11,17 @@ import resolver
 from resolver import InvalidVariable, Topology
 from resolver.origin import Origin
 from resolver.sources import Builder, all_of
-from resolver.sources._node import DEFAULT_PORT, agent, detect_agent, read, started_inside
+from resolver.sources._node import DEFAULT_PORT, agent, detect_agent, started_inside
 
 
 def build(environ: dict[str, str], *, main: bool = False, per_node: int | None = None) -> Topology:
     b = Builder("test", environ)
-    return agent(
-        b,
-        node=read(environ, "NODE"),
-        nodes=read(environ, "NODES", minimum=1),
-        address=("10.0.0.1", Origin.env("HEAD")),
-        main=read(environ, "MAIN") if main else None,
-        per_node=None if per_node is None else (per_node, Origin.env("PER_NODE")),
-    )
+    b.integer("node_rank", "NODE")
+    b.integer("num_nodes", "NODES", minimum=1)
+    b.set("main_address", "10.0.0.1", Origin.env("HEAD"))
+    if per_node is not None:
+        b.set("nproc_per_node", per_node, Origin.env("PER_NODE"))
+    return agent(b, main="MAIN" if main else None)
 
 
 def test_the_agent_record() -> None:
@@ -94,3 +92,18 @@ def test_validate_refuses_another_node_count_for_an_agent() -> None:
     resolver.validate(t, devices=2, num_nodes=2)  # fewer workers than the platform's count: the user's choice
     with pytest.raises(resolver.InvalidSettings, match=r"num_nodes=3, but test runs on 2 nodes \(env:NODES\)"):
         resolver.validate(t, devices=4, num_nodes=3)  # a world whose third node never comes
+
+
+def test_a_misspelt_field_is_an_error_naming_it() -> None:
+    b = Builder("test", {"NODE": "1"})
+    with pytest.raises(resolver.InvalidSettings, match="'nod_rank', which is no field of the Topology"):
+        b.set("nod_rank", 1, Origin.env("NODE"))
+    with pytest.raises(resolver.InvalidSettings, match="'nod_rank'"):
+        b.integer("nod_rank", "NODE")
+
+
+def test_an_agent_needs_its_node_count_and_address_recorded_first() -> None:
+    b = Builder("test", {"NODE": "1"})
+    b.integer("node_rank", "NODE")
+    with pytest.raises(resolver.InvalidSettings, match="agent\\(\\) needs num_nodes"):
+        agent(b)

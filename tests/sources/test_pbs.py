@@ -226,3 +226,17 @@ def test_the_job_script_offers_this_host_s_slots_as_the_workers_per_node() -> No
     assert resolver.resolve(torque.environ, probes.fake(hostname="node1", files={})).nproc_per_node == 2
     elsewhere = probes.fake(hostname="node2", files=dict(script.files))
     assert resolver.resolve(script.environ, elsewhere).nproc_per_node is None  # not the mother superior
+
+
+def test_the_node_file_is_read_once_per_resolve() -> None:
+    task = rt.pbs_env(hosts=("node1", "node2"), ncpus=2)
+    fake = task.probes()
+    reads: list[str] = []
+
+    def read_text(path: str) -> str:
+        reads.append(path)
+        return fake.read_text(path)
+
+    t = resolver.resolve(task, attrs.evolve(fake, read_text=read_text))
+    assert t.source == "pbs" and t.nproc_per_node == 2 and len(t.warnings) == 1
+    assert reads == [task["PBS_NODEFILE"]]

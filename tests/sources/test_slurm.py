@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 import probes
 import resolver
 from resolver import HostlistSyntaxError, InvalidSettings, InvalidVariable, MissingVariable
-from resolver.sources import DeviceBinding, slurm
+from resolver.sources import slurm
+from resolver.sources._offers import DeviceBinding
 from resolver.sources.slurm import Slurm, local_tasks, parse_tasks_per_node
 from tests.conftest import CAPTURES_LOCAL, captures, read_capture
 
