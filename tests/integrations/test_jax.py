@@ -343,4 +343,5 @@ def test_wait_for_name_waits_for_a_late_name(monkeypatch: pytest.MonkeyPatch, ca
     with caplog.at_level(logging.WARNING, logger="resolver.integrations.jax"):
         integration.wait_for_name("coordinator.test", 1234, timeout=10)
     assert time.monotonic() >= appears
-    assert any("coordinator.test resolved after 1." in r.getMessage() for r in caplog.records), caplog.records
+    said = [r.getMessage() for r in caplog.records if "coordinator.test resolved after " in r.getMessage()]
+    assert said and float(said[0].split(" after ")[1].split(" s")[0]) >= 1.2, caplog.records  # a loaded machine: later
