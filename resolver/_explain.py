@@ -1,11 +1,15 @@
 """`explain`: each candidate source in detection order, whether it matched and why, and the winner.
 
-Its own module: only `explain` (and the CLI's `--explain`) pays for importing every source and for
-these record classes.
+Its own module: only `explain` (and the CLI's `--explain`) pays for importing every source, for
+these record classes and for wrapping their text to a terminal.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +51,18 @@ class Explanation:
             lines.append(f"{mark} {c.name:<13} {c.detection.reason}{on}")
         lines.append(f"chosen: {self.chosen}: {self.why}")
         return "\n".join(lines)
+
+    def wrapped(self, prefix: str = "") -> str:
+        """`str(self)` for stdout: each line after `prefix`, wrapped to the terminal's width (`COLUMNS` when
+        set); into a pipe or a file, one line per candidate, for grep."""
+        if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+            return "".join(f"{prefix}{line}\n" for line in str(self).splitlines())
+        width = max(40, shutil.get_terminal_size((80, 24)).columns - 1) - len(prefix)
+        return "".join(
+            f"{prefix}{part}\n"
+            for line in str(self).splitlines()
+            for part in textwrap.wrap(line, width, subsequent_indent=" " * 16, break_on_hyphens=False) or [""]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: the winner, why, and every candidate with its detection."""

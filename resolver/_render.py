@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import sys
-import textwrap
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from resolver._apply import environment
 from resolver._devices import bind as bind_device
-from resolver._explain import Explanation
 from resolver._torchrun import render_torchrun
 from resolver.errors import InvalidSettings, TopologyError
 from resolver.topology import SCHEMA, Topology
+
+if TYPE_CHECKING:
+    from resolver._explain import Explanation  # only --explain makes one, and loads its module (resolver/__main__.py)
 
 __all__ = [
     "FORMATS",
@@ -29,7 +29,7 @@ __all__ = [
     "render_text",
 ]
 
-Renderer = Callable[[Topology, Explanation | None], str]
+Renderer = Callable[[Topology, "Explanation | None"], str]
 
 
 def exports(
@@ -74,21 +74,8 @@ def render_error(error: TopologyError) -> str:
     return json.dumps({"error": error.to_dict()}) + "\n"
 
 
-def _wrapped(explanation: Explanation, prefix: str = "") -> str:
-    """The explanation, each line wrapped to the terminal's width (`COLUMNS` when set); into a pipe
-    or a file, one line per candidate, for grep."""
-    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
-        return "".join(f"{prefix}{line}\n" for line in str(explanation).splitlines())
-    width = max(40, shutil.get_terminal_size((80, 24)).columns - 1) - len(prefix)
-    return "".join(
-        f"{prefix}{part}\n"
-        for line in str(explanation).splitlines()
-        for part in textwrap.wrap(line, width, subsequent_indent=" " * 16, break_on_hyphens=False) or [""]
-    )
-
-
 def _text(topology: Topology, explanation: Explanation | None) -> str:
-    return ("" if explanation is None else _wrapped(explanation) + "\n") + render_text(topology)
+    return ("" if explanation is None else explanation.wrapped() + "\n") + render_text(topology)
 
 
 def _json(topology: Topology, explanation: Explanation | None) -> str:
@@ -103,13 +90,13 @@ def _env(
     bind: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> str:
-    return ("" if explanation is None else _wrapped(explanation, "# ")) + render_env(topology, bind=bind, extra=extra)
+    return ("" if explanation is None else explanation.wrapped("# ")) + render_env(topology, bind=bind, extra=extra)
 
 
 def _torchrun(topology: Topology, explanation: Explanation | None) -> str:
     arguments = render_torchrun(topology)
     if explanation is not None:  # stdout holds only the arguments
-        sys.stderr.write(_wrapped(explanation))
+        sys.stderr.write(explanation.wrapped())
     return arguments
 
 
