@@ -19,11 +19,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+import resolver
 from resolver import __version__, _check_cli, _offline
-from resolver import _exec as exec_
 from resolver._detect import ALLOW_LOOPBACK, resolve
 from resolver._envfile import parse_env_file
-from resolver._explain import explain
+from resolver._help import CHECK_HELP, EXEC_HELP, EXEC_USAGE, IFNAME_HELP
 from resolver._render import FORMATS, RENDERERS, render, render_env, render_error, render_json, render_text
 from resolver._validate import validate
 from resolver.environ import check_integer, check_port
@@ -41,17 +41,11 @@ _Inputs = tuple[Mapping[str, str], "Probes | None"]  # the environment to resolv
 
 
 class _Command(NamedTuple):
-    """A subcommand: `PROG NAME USAGE`, its lines in --help, its parser (given PROG) and what runs it."""
+    """A subcommand: `PROG NAME USAGE`, its lines in --help, and what parses its arguments and runs it."""
 
     usage: str
     help: str
-    parser: Callable[[str], argparse.ArgumentParser]
-    run: Callable[[argparse.ArgumentParser, argparse.Namespace, Mapping[str, str]], int]
-
-
-def _source_names() -> list[str]:
-    """Every built-in source, in the registry's order: detection order, the default, those chosen by name only."""
-    return [entry.name for entry in ENTRIES]
+    run: Callable[[str, list[str], Mapping[str, str]], int]
 
 
 def _epilog() -> str:
@@ -85,7 +79,7 @@ def _checked(check: Callable[[str, str], int], name: str) -> Callable[[str], int
 def _options() -> argparse.ArgumentParser:
     """The options `cluster-topology` and each of its commands share."""
     p = argparse.ArgumentParser(add_help=False)
-    sources = ", ".join(_source_names())
+    sources = ", ".join(entry.name for entry in ENTRIES)  # the registry's order: detected, the default, by name
     p.add_argument("--source", metavar="NAME", help=f"force a source: {sources}, or an installed plugin's name")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error (exit 2)")
     p.add_argument(
@@ -99,7 +93,7 @@ def _options() -> argparse.ArgumentParser:
         help="narrow CUDA_VISIBLE_DEVICES (and the other visibility variables set) to this process's "
         "device, so a program's device 0 is its own (exec, --format env); exit 2 when the device is unknown",
     )
-    p.add_argument("--ifname", action="store_true", help=exec_.IFNAME_HELP)
+    p.add_argument("--ifname", action="store_true", help=IFNAME_HELP)
     count = _checked(check_integer, "--devices"), _checked(check_integer, "--num-nodes")
     p.add_argument("--devices", type=count[0], metavar="N", help="devices per node you intend to use")
     p.add_argument("--num-nodes", type=count[1], metavar="N", help="number of nodes you intend to use")
@@ -144,10 +138,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return top
 
 
-def _inputs(args: argparse.Namespace, environ: Mapping[str, str], running: bool = False) -> _Inputs:
-    """The environment to resolve and the probes to ask: `--env-file`'s, else the live ones (exec's without MPI)."""
-    offline = _offline.captured(args.env_file, args.hostname, args.free_port, args.file)
-    return offline or (environ, exec_.probes_without_mpi(environ) if running else None)
+def _inputs(args: argparse.Namespace, environ: Mapping[str, str]) -> _Inputs:
+    """The environment to resolve and the probes to ask: `--env-file`'s, else the live ones (None: the default)."""
+    return _offline.captured(args.env_file, args.hostname, args.free_port, args.file) or (environ, None)
 
 
 def _resolve(args: argparse.Namespace, environ: Mapping[str, str], probes: Probes | None) -> Topology:
@@ -173,14 +166,24 @@ def _warn(topology: Topology) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _interface(args: argparse.Namespace, topology: Topology, inputs: _Inputs) -> dict[str, str] | None:
+    """`--ifname`'s variables (resolver/_exec.py), or None without it."""
+    if not args.ifname:
+        return None
+    from resolver import _exec as exec_  # as in _exec below
+
+    return exec_.interface_variables(args, topology, *inputs, format_=args.format)
+
+
 def _print(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """`cluster-topology [options]`: the topology in `--format`, after the `--explain` answer when asked."""
     try:
         resolved, probes = _inputs(args, environ)
-        explanation = explain(resolved, source=args.source) if args.explain else None
+        # `resolver.explain` imports its module on first use, and only --explain asks: 3.8% of `--format env`
+        explanation = resolver.explain(resolved, source=args.source) if args.explain else None
         topology = _resolve(args, resolved, probes)
         _warn(topology)
-        extra = exec_.interface_variables(args, topology, resolved, probes, format_=args.format)
+        extra = _interface(args, topology, (resolved, probes))
         output = render(args.format, topology, explanation, bind=resolved if args.bind_device else None, extra=extra)
     except TopologyError as exc:
         return _fail(exc, as_json=args.format == "json")
@@ -188,7 +191,11 @@ def _print(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
-def _exec(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _exec(prog: str, arguments: list[str], environ: Mapping[str, str]) -> int:
+    from resolver import _exec as exec_  # only exec and --ifname load it: 1.6% of --format env, needed under 1.40x
+
+    parser = exec_.parser(prog, _options())
+    args = parser.parse_args(arguments)
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("no PROGRAM: cluster-topology exec [options] -- PROGRAM [ARGS...]")
@@ -198,7 +205,8 @@ def _exec(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Ma
     if checked:
         return checked
     try:
-        resolved, probes = _inputs(args, environ, running=True)
+        resolved, offline = _inputs(args, environ)
+        probes = exec_.probes_without_mpi(environ) if offline is None else offline
         topology = _resolve(args, resolved, probes)
         if topology.main_address is None or topology.main_port is None:
             raise InvalidSettings(f"the {topology.source} topology has no main address and port: {topology}")
@@ -211,14 +219,8 @@ def _exec(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Ma
 
 
 COMMANDS: dict[str, _Command] = {
-    "exec": _Command(exec_.USAGE, exec_.HELP, lambda prog: exec_.parser(prog, _options()), _exec),
-    "check": _Command(
-        "[options]",
-        "  check [--timeout S] [--format text|json]\n"
-        "        preflight, run by every process: exit 0 healthy, 3 a problem found, 2 unreadable\n",
-        lambda prog: _check_cli.add_parser(argparse.ArgumentParser(prog=prog).add_subparsers()),
-        lambda parser, args, environ: _check_cli.run(args, environ),
-    ),
+    "exec": _Command(EXEC_USAGE, EXEC_HELP, _exec),
+    "check": _Command("[options]", CHECK_HELP, _check_cli.main),
 }
 """The subcommands, `cluster-topology NAME ...`; without one, `_print` prints the topology."""
 
@@ -230,9 +232,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     prog = _prog(sys.argv[0])
     try:
         if arguments[:1] and arguments[0] in COMMANDS:
-            command = COMMANDS[arguments[0]]
-            parser = command.parser(prog)
-            return command.run(parser, parser.parse_args(arguments[1:]), env)
+            return COMMANDS[arguments[0]].run(prog, arguments[1:], env)
         return _print(_parser(prog).parse_args(arguments), env)
     except BrokenPipeError:
         # the reader went away (| head -1): say nothing more, and end as a tool that SIGPIPE killed

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from probes import Probes
     from resolver._check import CheckReport
 
-__all__ = ["HEALTHY", "PROBLEM", "UNREADABLE", "add_options", "add_parser", "run", "run_before_exec"]
+__all__ = ["HEALTHY", "PROBLEM", "UNREADABLE", "add_options", "add_parser", "main", "run", "run_before_exec"]
 
 HEALTHY, UNREADABLE, PROBLEM = 0, 2, 3
 DEFAULT_TIMEOUT = 60.0
@@ -130,6 +130,12 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         sys.stdout.write("".join(line + "\n" for line in report.lines()))
     sys.stdout.flush()
     return HEALTHY if report.ok else PROBLEM
+
+
+def main(prog: str, arguments: list[str], environ: Mapping[str, str]) -> int:
+    """`PROG check [options]`: parse `arguments`, run the check, return the exit status."""
+    parser = add_parser(argparse.ArgumentParser(prog=prog).add_subparsers())
+    return run(parser.parse_args(arguments), environ)
 
 
 def run_before_exec(

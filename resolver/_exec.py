@@ -14,6 +14,7 @@ import attrs
 from resolver import _check_cli
 from resolver import environ as env
 from resolver._detect import PROBE_TIMEOUT, require_probes
+from resolver._help import EXEC_USAGE
 from resolver._render import exports
 from resolver.errors import ProbeFailed
 from resolver.topology import Topology
@@ -22,10 +23,7 @@ if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
-    "HELP",
-    "IFNAME_HELP",
     "IFNAME_TIMEOUT",
-    "USAGE",
     "child_environment",
     "interface_variables",
     "parser",
@@ -33,16 +31,6 @@ __all__ = [
     "replace",
 ]
 
-USAGE = "[options] -- PROGRAM [ARGS...]"
-HELP = f"""\
-  exec {USAGE}
-        resolve, write the env:// variables (MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
-        LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK) and replace this process with
-        PROGRAM: srun cluster-topology exec -- python train.py; with --bind-device the
-        visibility variables name this process's device alone, so PROGRAM's cuda:0 is its own;
-        with --ifname GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME name the interface toward the
-        main address (those the user set stay theirs)
-"""
 DESCRIPTION = (
     "Resolve this process's topology, write the env:// variables and exec PROGRAM (its pid, signals and exit "
     "status are PROGRAM's). On an error: one line on stderr, exit 2, PROGRAM is not started."
@@ -52,7 +40,7 @@ DESCRIPTION = (
 def parser(prog: str, shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`PROG exec`: the options it shares with PROG, `--check` (resolver/_check_cli.py), then PROGRAM [ARGS...]."""
     exec_ = argparse.ArgumentParser(
-        prog=f"{prog} exec", usage=f"{prog} exec {USAGE}", description=DESCRIPTION, parents=[shared]
+        prog=f"{prog} exec", usage=f"{prog} exec {EXEC_USAGE}", description=DESCRIPTION, parents=[shared]
     )
     _check_cli.add_options(exec_, for_exec=True)
     exec_.add_argument("program", nargs=argparse.REMAINDER, metavar="PROGRAM [ARGS...]")
@@ -109,10 +97,6 @@ def child_environment(
     return child
 
 
-IFNAME_HELP = (
-    "set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (=NAME, NCCL's exact form) to this host's interface toward the "
-    "main address, unless already set (exec, --format env; see the Network page)"
-)
 IFNAME_TIMEOUT = 60.0  # seconds `--format env --ifname` waits for a main address that does not resolve yet
 
 

@@ -104,11 +104,15 @@ except SystemExit:
 
 
 def test_the_command_loads_what_its_format_needs() -> None:
-    """What `--format env` does not ask, it does not load when loading it costs 2% or more of its start-up
-    (resolver/_exec.py: the TCP comm and the MPI source, for MPI ranks under exec; the check and its logging)."""
+    """What `--format env` does not ask, it does not load (resolver/_exec.py: the TCP comm and the MPI source,
+    for MPI ranks under exec; the check and its logging): `exec`'s module and signal load when exec or `--ifname`
+    runs, `explain`'s records and the text wrapping with `--explain` (resolver/__main__.py)."""
     env_format = loaded_after(f"import os; os.environ.update({TORCHRUN!r})\n" + COMMAND.format("'--format', 'env'"))
-    assert not {"probes.tcp", "socket", "resolver.sources.mpi", "resolver._check", "logging"} & env_format
-    assert {"resolver._render", "resolver._exec"} <= env_format  # the command's own modules load at the top
+    later = {"resolver._exec", "signal", "resolver._explain", "textwrap"}
+    assert not {"probes.tcp", "socket", "resolver.sources.mpi", "resolver._check", "logging", *later} & env_format
+    assert {"resolver._render", "resolver._check_cli"} <= env_format  # the probe really ran the command
+    explained = loaded_after(COMMAND.format("'--format', 'env', '--explain', '--ifname'"))
+    assert {"resolver._exec", "resolver._explain"} <= explained
 
 
 def test_every_public_name_is_exported() -> None:
