@@ -30,18 +30,19 @@ import errno
 import hashlib
 import json
 import os
-import selectors
+import random
 import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, ExchangeFailed, join
+from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, RETRY_RATE, ExchangeFailed, _time_limits, join
 
-__all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "expand", "meet"]
+__all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "expand", "listen_queue", "meet", "pace"]
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
 LEAD_MOST = 2.0  # seconds a leader takes followers at most
@@ -100,8 +101,11 @@ def expand(shared: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, An
 # -- a process's side ----------------------------------------------------------------------------------------
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options builds an encoder per call
+
+
 def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+    return _ENCODER.encode(obj).encode() + b"\n"
 
 
 def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[str, Any] | None:
@@ -110,11 +114,11 @@ def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        sock.settimeout(remaining)
+        _time_limits(sock, remaining)  # in the kernel: a Python timeout polls first, one more trip for the GIL
         try:
             chunk = sock.recv(65536)
-        except TimeoutError:
-            raise
+        except BlockingIOError:  # SO_RCVTIMEO ran out
+            raise TimeoutError from None
         except OSError:
             return None
         if not chunk:
@@ -172,7 +176,8 @@ def meet(
     its own record's, sent beside the batch.
     """
     mine = dict(message)
-    mine.setdefault("id", os.urandom(8).hex())
+    if "id" not in mine:
+        mine["id"] = f"{random.getrandbits(64):016x}"
     talk = {
         "round_": round_,
         "job": job,
@@ -213,70 +218,92 @@ class _Rank0:
 
     def join(self, message: Mapping[str, Any], *, leader: bool) -> Any:
         talk = {**self.talk, "processes": self.nodes or self.talk["processes"]} if leader else self.talk
+        pace(talk["processes"], talk["deadline"])
         return self.joiner(self.address, self.port, message, **talk)
 
 
-def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
+def listen_queue() -> int:
+    """The most connections a listener's queue holds here (net.core.somaxconn; 4,096 by default since Linux 5.4)."""
     try:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        return int(Path("/proc/sys/net/core/somaxconn").read_text())
+    except (OSError, ValueError):
+        return 4096
+
+
+def pace(connections: int | None, deadline: float) -> None:
+    """Spread the first connection attempts of a job whose `connections` to rank 0 outnumber what its
+    listen queue holds, over `connections / RETRY_RATE` seconds (16,384 host leaders: 1.6 s at most).
+
+    Connections beyond a full queue are not refused: the kernel drops their SYN, and the connecting
+    side sends it again after 1 s, then 3 s, 7 s...; tens of thousands connecting at once wait seconds
+    that way, and a process that gives up meanwhile would look missing. A uniform spread at the rate
+    rank 0 can take them avoids the drops; below the queue's size nothing waits."""
+    if connections is None or connections <= listen_queue():
+        return
+    spread = connections / RETRY_RATE
+    time.sleep(max(0.0, min(random.uniform(0, spread), deadline - time.monotonic() - 1.0)))  # noqa: S311
+
+
+def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
+    """Follow the host's leader if one listens at `name`, else bind it and lead: one socket either way
+    (most processes follow, and every socket call is a trip for the GIL where ranks are threads)."""
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     except OSError:
         raise _Direct from None
-    try:
-        listener.bind(name)
-        listener.listen(128)
-    except OSError as exc:
-        listener.close()
-        if exc.errno == errno.EADDRINUSE:
-            return _follow(name, mine, rank0.talk["deadline"])
-        raise _Direct from None
-    with listener:
-        return _Leader(listener, mine).lead(rank0)
-
-
-def _follow(name: bytes, mine: dict[str, Any], deadline: float) -> Any:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with sock:
-        sock.settimeout(ACK_WAIT)
+        _time_limits(sock, ACK_WAIT)
         try:
             sock.connect(name)
-        except (ConnectionRefusedError, FileNotFoundError):  # the leader stopped listening: the name is free
-            raise _Again from None
-        except OSError:
+        except (ConnectionRefusedError, FileNotFoundError):  # nobody listens there: lead
+            pass
+        except OSError:  # a leader whose queue stays full (EAGAIN after ACK_WAIT), or no such sockets
             raise _Direct from None
-        buffer = bytearray()
+        else:
+            return _follow(sock, mine, rank0.talk["deadline"])
         try:
-            sock.sendall(_line({**mine, "protocol": PROTOCOL}))
-            ack = _read_line(sock, buffer, time.monotonic() + ACK_WAIT)
-        except TimeoutError:  # something holds the name but does not lead: go around it
+            sock.bind(name)
+            sock.listen(128)
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EINVAL):  # someone bound it meanwhile: follow them
+                raise _Again from None
             raise _Direct from None
-        except OSError:
-            raise _Again from None
-        if ack is None:  # it closed before it took us: it was leaving, the name is free again
-            raise _Again
-        leader = ack.get("leader")
-        if ack.get("protocol") != PROTOCOL or not isinstance(leader, dict):
-            raise _Direct
-        try:
-            reply = _read_line(sock, buffer, deadline + 2 * ANSWER_GRACE)
-        except TimeoutError:
-            raise ExchangeFailed(
-                "unanswered", f"this host's leader ({_whom(leader)}) took this process's record and never answered"
-            ) from None
-        if reply is None:  # it died, or was killed, after taking our record
-            if time.monotonic() >= deadline:
-                raise ExchangeFailed(
-                    "unanswered", f"this host's leader ({_whom(leader)}) went away before relaying rank 0's answer"
-                )
-            raise _Again(lost=leader)
-        if "answer" in reply:
-            return reply["answer"]
-        failed = reply.get("failed")
-        if isinstance(failed, dict):
-            kind = str(failed.get("kind", "unanswered"))
-            raise ExchangeFailed(
-                kind, f"{failed.get('message', '?')} (this host's leader, {_whom(leader)}, met rank 0)"
-            )
+        return _Leader(sock, mine).lead(rank0)
+
+
+def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
+    buffer = bytearray()
+    try:
+        sock.sendall(_line({**mine, "protocol": PROTOCOL}))
+        ack = _read_line(sock, buffer, time.monotonic() + ACK_WAIT)
+    except TimeoutError:  # something holds the name but does not lead: go around it
+        raise _Direct from None
+    except OSError:
+        raise _Again from None
+    if ack is None:  # it closed before it took us: it was leaving, the name is free again
+        raise _Again
+    leader = ack.get("leader")
+    if ack.get("protocol") != PROTOCOL or not isinstance(leader, dict):
         raise _Direct
+    try:
+        reply = _read_line(sock, buffer, deadline + 2 * ANSWER_GRACE)
+    except TimeoutError:
+        raise ExchangeFailed(
+            "unanswered", f"this host's leader ({_whom(leader)}) took this process's record and never answered"
+        ) from None
+    if reply is None:  # it died, or was killed, after taking our record
+        if time.monotonic() >= deadline:
+            raise ExchangeFailed(
+                "unanswered", f"this host's leader ({_whom(leader)}) went away before relaying rank 0's answer"
+            )
+        raise _Again(lost=leader)
+    if "answer" in reply:
+        return reply["answer"]
+    failed = reply.get("failed")
+    if isinstance(failed, dict):
+        kind = str(failed.get("kind", "unanswered"))
+        raise ExchangeFailed(kind, f"{failed.get('message', '?')} (this host's leader, {_whom(leader)}, met rank 0)")
+    raise _Direct
 
 
 def _whom(leader: Mapping[str, Any]) -> str:
@@ -316,89 +343,52 @@ class _Leader:
 
     def _take(self, until: float) -> None:
         """Take followers until as many records as their largest `local_world_size` claims (a hint of
-        when to stop waiting, nothing more), LEAD_QUIET without a newcomer, or `until`."""
-        self.listener.setblocking(False)
-        selector = selectors.DefaultSelector()
-        selector.register(self.listener, selectors.EVENT_READ)
-        pending: dict[socket.socket, bytearray] = {}
+        when to stop waiting, nothing more), LEAD_QUIET without a newcomer, or `until`. Blocking calls
+        bounded in the kernel, one follower at a time: a follower sends its record as it connects, and
+        no selector means fewer system calls, each a trip for the GIL where ranks are threads."""
         expected = _local_size(self.mine)
         last = time.monotonic()
-        try:
-            while True:
-                now = time.monotonic()
-                quiet = last + LEAD_QUIET
-                if now >= until or (now >= quiet and not pending):
-                    break
-                if expected is not None and 1 + len(self.followers) >= expected and not pending:
-                    break
-                for key, _ in selector.select(max(0.0, min(until, quiet) - now)):
-                    if key.fileobj is self.listener:
-                        self._accept(selector, pending)
-                        last = time.monotonic()
-                        continue
-                    sock: socket.socket = key.fileobj  # type: ignore[assignment]
-                    got = self._read(sock, pending[sock])
-                    if got is None:
-                        continue
-                    selector.unregister(sock)
-                    del pending[sock]
-                    if not isinstance(got, dict):
-                        sock.close()
-                        continue
-                    last = time.monotonic()
-                    size = _local_size(got)
-                    if size is not None:
-                        expected = max(expected or 0, size)
-            self._accept(selector, pending)  # the last ones in the queue: take whoever already spoke
-            for sock, buffer in list(pending.items()):
-                if self._read(sock, buffer) is None:
-                    sock.close()  # it sees the end before an acknowledgement: it elects again
-        finally:
-            selector.close()
-
-    def _accept(self, selector: selectors.BaseSelector, pending: dict[socket.socket, bytearray]) -> None:
+        while expected is None or 1 + len(self.followers) < expected:
+            wait = min(until, last + LEAD_QUIET) - time.monotonic()
+            if wait <= 0:
+                break
+            _time_limits(self.listener, wait)  # accept obeys SO_RCVTIMEO
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:  # the wait ran out (EAGAIN)
+                break
+            last = time.monotonic()
+            got = self._read(sock, min(until, last + ACK_WAIT))
+            size = None if got is None else _local_size(got)
+            if size is not None:
+                expected = max(expected or 0, size)
+        self.listener.setblocking(False)  # the last ones in the queue: take whoever already spoke
         while True:
             try:
                 sock, _ = self.listener.accept()
             except OSError:
                 return
-            sock.setblocking(False)
-            pending[sock] = bytearray()
-            selector.register(sock, selectors.EVENT_READ)
-
-    def _read(  # noqa: PLR0911 - each early return is one state of the follower's line
-        self, sock: socket.socket, buffer: bytearray
-    ) -> dict[str, Any] | bool | None:
-        """A follower's record once whole (acknowledged, and kept), False for a follower gone or garbled,
-        None while its line is not whole."""
-        try:
-            chunk = sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError:
-            return False
-        if not chunk:
-            return False
-        buffer += chunk
-        end = buffer.find(b"\n")
-        if end < 0:
-            return False if len(buffer) > RECORD_LIMIT else None
-        try:
-            message = json.loads(bytes(buffer[:end]))
-        except ValueError:
-            return False
-        if (
-            not isinstance(message, dict)
-            or message.get("protocol") != PROTOCOL
-            or not isinstance(message.get("id"), str)
-        ):
-            return False
-        try:
             sock.setblocking(True)
-            sock.settimeout(1.0)
-            sock.sendall(self.ack)
+            self._read(sock, time.monotonic() + 0.05)
+
+    def _read(self, sock: socket.socket, deadline: float) -> dict[str, Any] | None:
+        """A follower's record, acknowledged and kept; None (and the connection closed: the follower
+        elects again) for one gone, garbled or too slow."""
+        buffer = bytearray()
+        try:
+            message = _read_line(sock, buffer, deadline)
+        except TimeoutError:
+            message = None
+        if not (
+            isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str)
+        ):
+            sock.close()
+            return None
+        try:
+            sock.sendall(self.ack)  # bounded by _read_line's time limits
         except OSError:
-            return False
+            sock.close()
+            return None
         self.followers.append((sock, message))
         return message
 
@@ -406,7 +396,7 @@ class _Leader:
         line = _line(reply)
         for sock, _ in self.followers:
             with contextlib.suppress(OSError):
-                sock.settimeout(5.0)
+                _time_limits(sock, 5.0)
                 sock.sendall(line)
             sock.close()
 

@@ -82,7 +82,9 @@ def raise_open_files(need: int) -> OpenFiles:
         return now
     import resource  # present: open_files read it
 
-    target = now.open + need + RESERVE
+    # twice the need: processes that meet directly after all (a leader died, a late batch) and whatever
+    # else the process opens meanwhile (a test or benchmark runs many ranks in one process)
+    target = now.open + 2 * need + RESERVE
     if now.hard is not None:
         target = min(target, now.hard)
     if target > now.soft:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import sys
 import time
@@ -120,7 +121,7 @@ def record(
     value came from; rank 0 reads it only to name the variable of a problem. A process that cannot
     resolve sends the rank and world size its launcher's variables claim, when they do: rank 0 then
     knows how many to wait for. `id` tells two records apart (threads of one process share a pid)."""
-    out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid(), "id": os.urandom(8).hex()}
+    out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid(), "id": _new_id()}
     if topology is not None:
         out["rank"] = topology.global_rank
         out["topology"] = topology.to_dict()
@@ -129,6 +130,12 @@ def record(
         out["world_size"] = size
         out["error"] = error.to_dict() if error is not None else {"message": "no topology"}
     return out
+
+
+def _new_id() -> str:
+    """A record's id: random, to tell records apart (not a secret; no system call, unlike os.urandom,
+    whose trip for the GIL counts where thousands of ranks are threads)."""
+    return f"{random.getrandbits(64):016x}"
 
 
 def _text(value: Any) -> str:
