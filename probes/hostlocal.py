@@ -177,7 +177,9 @@ def meet(
     """
     mine = dict(message)
     if "id" not in mine:
-        mine["id"] = f"{random.getrandbits(64):016x}"
+        mine["id"] = f"{random.getrandbits(64):016x}"  # tells records apart, guards nothing
+    if about is not None:  # a copy: what `about` returns may change when it is asked again once connected
+        mine.update(json.loads(json.dumps(about(None))))
     talk = {
         "round_": round_,
         "job": job,

@@ -79,3 +79,12 @@ def test_a_process_that_gave_up_at_once_says_so() -> None:
     assert "gave up, after 0.2 s of 15 s" in quick.message and "within 15 s" not in quick.message
     (late,) = _failed_meeting(meeting, "h", failure, 15.0, 15.1).problems
     assert "within 15 s" in late.message
+
+
+def test_the_leaders_own_facts_from_its_connection_stay_its_own() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    mine = [{**record(t, "h2"), "net": {"local": None}} for t in topologies[4:]]
+    batch = {"host": "h2", "leader": {"id": mine[0]["id"]}, **compact(mine), "net": {"local": "10.0.0.2"}}
+    got = members_of(json.loads(json.dumps(batch)))
+    assert [m.net for _, m in got] == [{"local": "10.0.0.2"}] + [{"local": None}] * 3

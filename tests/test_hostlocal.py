@@ -213,3 +213,40 @@ records = st.lists(
 def test_a_compact_batch_expands_to_its_records(batch: list[dict[str, Any]]) -> None:
     packed = json.loads(json.dumps(compact(batch)))
     assert [expand(packed["shared"], r) for r in packed["records"]] == batch
+
+
+def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -> None:
+    rank0, out = Rank0(), list[Any]()
+    asked: list[Any] = []
+
+    def about(connected: Any) -> Mapping[str, Any]:
+        asked.append(connected)
+        return {"net": {"interface": "eth0", "seen": "probes" if connected is None else "connection"}}
+
+    def run(r: int) -> None:
+        rec = record(r, r)
+        del rec["net"]
+        out.append(
+            meet(
+                "127.0.0.1",
+                1,
+                rec,
+                round_=ROUND,
+                job="j",
+                host="h1",
+                deadline=time.monotonic() + 10,
+                joiner=rank0,
+                about=about,
+            )
+        )
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert out == ["ok"] * 3
+    assert all(c is None for c in asked)  # Rank0 stands in for join: it never calls about itself
+    assert all(r["net"] == {"interface": "eth0", "seen": "probes"} for r in rank0.records())
+    for batch in rank0.messages:
+        assert "net" in batch["shared"] and all("net" not in r for r in batch["records"])
