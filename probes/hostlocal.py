@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, RETRY_RATE, ExchangeFailed, _time_limits, join
+from probes.limits import raise_open_files
 
 __all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "expand", "listen_queue", "meet", "pace"]
 
@@ -349,6 +350,8 @@ class _Leader:
         bounded in the kernel, one follower at a time: a follower sends its record as it connects, and
         no selector means fewer system calls, each a trip for the GIL where ranks are threads."""
         expected = _local_size(self.mine)
+        if expected is not None and expected > 64:  # a host of many processes: room for a connection each
+            raise_open_files(expected)
         last = time.monotonic()
         while expected is None or 1 + len(self.followers) < expected:
             wait = min(until, last + LEAD_QUIET) - time.monotonic()

@@ -237,14 +237,29 @@ _BATCH = {"protocol", "round", "job", "wait", "host", "leader", "shared", "recor
 
 
 def _evolve(base: Topology, own: Mapping[str, Any]) -> Topology | None:
-    """`base` with `own`'s integers, when they make a valid record that says what `own` says; else None."""
+    """`base` with `own`'s integers, when they make a valid record that says what `own` says; else None.
+
+    Not `attrs.evolve`: it runs every converter and validator again (the provenance's among them), 10 us
+    a record, a second at rank 0 for 131,072; here only the changed fields' validators and the checks
+    between fields run (3.6 us)."""
+    changes = {k: v for k, v in own.items() if k in ONE_BY_ONE}
+    t = object.__new__(Topology)
+    for name in _TOPOLOGY_FIELDS:
+        object.__setattr__(t, name, changes[name] if name in changes else getattr(base, name))
     try:
-        t = attrs.evolve(base, **{k: v for k, v in own.items() if k in ONE_BY_ONE})
+        for name, value in changes.items():
+            field = _TOPOLOGY_FIELDS[name]
+            if field.validator is not None:
+                field.validator(t, field, value)
+        t.__attrs_post_init__()
     except (TopologyError, TypeError, ValueError):
         return None
     if any(getattr(t, k) is not v for k, v in own.items() if k in ("is_main", "is_local_main")):
         return None
     return t
+
+
+_TOPOLOGY_FIELDS = {a.name: a for a in attrs.fields(Topology)}
 
 
 def _id(message: Mapping[str, Any]) -> str | None:
@@ -469,6 +484,8 @@ def verdict(
             claims.setdefault(m.rank, []).append(m)
     missing = tuple(r for r in range(n) if r not in claims)
     for rank, claimants in sorted(claims.items()):
+        if rank < n and len(claimants) == 1:  # the common case, O(1): the origin is read for a problem only
+            continue
         words, variable = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
         if rank >= n:
             kind, message = "ranks", f"{_who(claimants)} claims rank {rank}, outside 0..{n - 1} of a world of {n}"

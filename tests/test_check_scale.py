@@ -88,3 +88,14 @@ def test_the_leaders_own_facts_from_its_connection_stay_its_own() -> None:
     batch = {"host": "h2", "leader": {"id": mine[0]["id"]}, **compact(mine), "net": {"local": "10.0.0.2"}}
     got = members_of(json.loads(json.dumps(batch)))
     assert [m.net for _, m in got] == [{"local": "10.0.0.2"}] + [{"local": None}] * 3
+
+
+def test_a_batch_record_whose_integers_break_the_record_is_its_senders_error() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    mine = [record(t, "h2") for t in topologies[4:]]
+    batch = json.loads(json.dumps({"host": "h2", **compact(mine)}))
+    batch["records"][2]["topology"]["global_rank"] = 99  # beyond the world of 8
+    got = [m for _, m in members_of(batch)]
+    assert [m.topology is None for m in got] == [False, False, True, False]
+    assert got[2].error is not None and "global_rank" in got[2].error["message"]
