@@ -194,9 +194,23 @@ def meet(
     rank0 = _Rank0(address, port, talk, joiner, nodes)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(mine, leader=False)
-    name = channel_name(round_, job, address, port, host)
+    try:
+        return _meet(channel_name(round_, job, address, port, host), mine, rank0)
+    except ExchangeFailed as exc:
+        lost = mine.get("lost_leader")
+        if lost is None:
+            raise
+        # rank 0 may have judged with the records the leader brought and stopped listening: say why
+        raise ExchangeFailed(
+            exc.kind,
+            f"{exc.message} (this host's leader, {_whom(lost)}, took this process's "
+            "record to rank 0 and went away before relaying its answer)",
+        ) from None
+
+
+def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
     for _ in range(ELECTIONS):
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= rank0.talk["deadline"]:
             break
         try:
             return _elect(name, mine, rank0)

@@ -250,3 +250,29 @@ def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -
     assert all(r["net"] == {"interface": "eth0", "seen": "probes"} for r in rank0.records())
     for batch in rank0.messages:
         assert "net" in batch["shared"] and all("net" not in r for r in batch["records"])
+
+
+def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    dead = {"id": "dead", "rank": 7, "pid": 99, "host": "h1"}
+
+    def dying_leader(listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": dead}).encode() + b"\n")
+        listener.close()
+        conn.close()
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen()
+    leader = threading.Thread(target=dying_leader, args=(listener,))
+    leader.start()
+    rank0, out = Rank0(fail=ExchangeFailed("unreachable", "nothing listened at 127.0.0.1:1")), list[Any]()
+    follower = meeting(1, record(3, 0), rank0, out)
+    follower.start()
+    follower.join(20)
+    leader.join(5)
+    (failure,) = out
+    assert isinstance(failure, ExchangeFailed) and failure.kind == "unreachable"
+    assert "nothing listened" in failure.message and "rank 7, pid 99 on h1" in failure.message
