@@ -47,7 +47,7 @@ __all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "ex
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
 LEAD_MOST = 2.0  # seconds a leader takes followers at most
-ACK_WAIT = 1.0  # seconds a process waits for a leader to acknowledge its record before meeting rank 0 directly
+ACK_WAIT = 5.0  # seconds a process waits for a leader to acknowledge its record before meeting rank 0 directly
 ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
 _ENVELOPE = ("protocol", "round", "job", "wait")  # what join adds to every message: not part of a record
 
@@ -344,6 +344,15 @@ class _Leader:
             self._take(min(rank0.talk["deadline"], time.monotonic() + LEAD_MOST))
         finally:
             self.listener.close()  # the name is free: a later process leads a second batch
+        # a follower that gave up on its acknowledgement (a leader slow under load) meets rank 0 itself:
+        # its record must not come twice, or rank 0 may finish with the leader's copy before it arrives
+        kept = []
+        for sock, message in self.followers:
+            if _alive(sock):
+                kept.append((sock, message))
+            else:
+                sock.close()
+        self.followers = kept
         records = [_strip(self.mine), *(_strip(m) for _, m in self.followers)]
         batch = {"host": self.mine.get("host"), "leader": self.me, **compact(records)}
         try:
@@ -418,6 +427,16 @@ class _Leader:
                 _time_limits(sock, 5.0)
                 sock.sendall(line)
             sock.close()
+
+
+def _alive(sock: socket.socket) -> bool:
+    """Whether the follower still holds its end (it hangs up when it gives up on its acknowledgement)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:  # nothing to read, and open
+        return True
+    except OSError:
+        return False
 
 
 def _strip(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -276,3 +276,18 @@ def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the
     (failure,) = out
     assert isinstance(failure, ExchangeFailed) and failure.kind == "unreachable"
     assert "nothing listened" in failure.message and "rank 7, pid 99 on h1" in failure.message
+
+
+def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    rank0, out = Rank0(), list[Any]()
+    lead = meeting(1, record(5, 0), rank0, out)
+    lead.start()
+    wait_bound(name)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as quitter:  # gave up on a slow leader: meets rank 0
+        quitter.connect(name)
+        quitter.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
+        quitter.recv(65536)
+    lead.join(20)
+    assert out == ["ok"]
+    assert [r["rank"] for r in rank0.records()] == [5]
