@@ -291,3 +291,18 @@ def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> No
     lead.join(20)
     assert out == ["ok"]
     assert [r["rank"] for r in rank0.records()] == [5]
+
+
+def test_first_connects_are_spread_only_beyond_the_listen_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("probes.hostlocal.time.sleep", slept.append)
+    monkeypatch.setattr(hostlocal, "listen_queue", lambda: 4096)
+    hostlocal.pace(4096, time.monotonic() + 60)
+    hostlocal.pace(None, time.monotonic() + 60)
+    assert slept == []  # the queue holds them all: nobody waits
+    for _ in range(50):
+        hostlocal.pace(16384, time.monotonic() + 60)
+    assert len(slept) == 50 and all(0 <= s <= 16384 / 10_000 for s in slept) and max(slept) > 0.5
+    slept.clear()
+    hostlocal.pace(16384, time.monotonic() + 0.5)  # never past the deadline's last second
+    assert slept == [0.0]
