@@ -48,10 +48,10 @@ __all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "ex
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
 LEAD_MOST = 2.0  # seconds a leader takes followers at most
 ACK_WAIT = 5.0  # seconds a process waits for a leader to acknowledge its record before meeting rank 0 directly
-ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
+_ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
 _ENVELOPE = ("protocol", "round", "job", "wait")  # what join adds to every message: not part of a record
 
-Joiner = Callable[..., Any]  # probes.exchange.join's signature
+_Joiner = Callable[..., Any]  # probes.exchange.join's signature
 
 
 def channel_name(round_: str, job: str | None, address: str, port: int, host: str) -> bytes:
@@ -162,7 +162,7 @@ def meet(
     nodes: int | None = None,
     strict_job: bool = True,
     answer_limit: int = RECORD_LIMIT,
-    joiner: Joiner = join,
+    joiner: _Joiner = join,
     about: Callable[[Any], Mapping[str, Any]] | None = None,
     on_wait: Callable[[str, float], None] | None = None,
 ) -> Any:
@@ -209,7 +209,7 @@ def meet(
 
 
 def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
-    for _ in range(ELECTIONS):
+    for _ in range(_ELECTIONS):
         if time.monotonic() >= rank0.talk["deadline"]:
             break
         try:
@@ -230,7 +230,7 @@ class _Rank0:
     address: str
     port: int
     talk: dict[str, Any]
-    joiner: Joiner
+    joiner: _Joiner
     nodes: int | None
 
     def join(self, message: Mapping[str, Any], *, leader: bool) -> Any:
