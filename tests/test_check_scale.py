@@ -99,3 +99,15 @@ def test_a_batch_record_whose_integers_break_the_record_is_its_senders_error() -
     got = [m for _, m in members_of(batch)]
     assert [m.topology is None for m in got] == [False, False, True, False]
     assert got[2].error is not None and "global_rank" in got[2].error["message"]
+
+
+def test_a_leader_that_went_away_is_named_with_the_ranks_it_had_taken() -> None:
+    from resolver._check import _lost_leaders
+
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    dead = {"id": "x", "rank": 4, "pid": 99, "host": "h2"}
+    again = [members_of({**record(t, "h2"), "lost_leader": dead})[0][1] for t in topologies[5:]]
+    (problem,) = _lost_leaders(again)
+    assert problem.kind == "leader" and problem.ranks == (4,) and problem.hosts == ("h2",)
+    assert "rank 4 (pid 99)" in problem.message and "ranks 5-7 on h2" in problem.message
