@@ -30,6 +30,8 @@ _SUBMODULES = (
     "bounded",
     "exchange",
     "fakes",
+    "hostlocal",
+    "limits",
     "live",
     "network",
     "nonblocking",

@@ -36,6 +36,7 @@ rendezvous can bind the port at once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import itertools
 import json
@@ -166,6 +167,9 @@ class Server:
         self._waiting: list[_Conn] = []  # members not greeted yet
         self._last_arrival = time.monotonic()
         self.dropped = 0  # connections that sent garbage, too much, or were turned away
+        self._now: bytes | None = None  # the answer every member gets at once (answer_now), encoded
+        self._paused_until = 0.0  # the listener rests until then after accept ran out of descriptors
+        self.out_of_files = 0  # times accept failed for want of a file descriptor (EMFILE, ENFILE)
 
     # -- gathering -------------------------------------------------------------------------------
 
@@ -177,18 +181,29 @@ class Server:
         done: Callable[[list[Arrival]], bool],
         progress: Callable[[list[Arrival]], None] | None = None,
         every: float = 5.0,
+        starved: Callable[[], None] | None = None,
     ) -> list[Arrival]:
         """Serve connections until `done(arrivals)` or the deadline; return the members' messages.
 
         `admit(message)` returns None to take a well-formed message of this round, or why it is turned
-        away (the process gets ``{"rejected": why}``). `progress(arrivals)` is called every `every` s.
+        away (the process gets ``{"rejected": why}``). `progress(arrivals)` is called every `every` s;
+        `starved()` once, the first time accept fails for want of a file descriptor (it may call
+        `answer_now`, so that the processes waiting hear why at once).
         """
         arrivals: list[Arrival] = [a for _, a in self._members]
         next_report = time.monotonic() + every
+        told = False
         while not done(arrivals):
             now = time.monotonic()
             if now >= deadline:
                 break
+            if self.out_of_files and not told:
+                told = True
+                if starved is not None:
+                    starved()
+            if self._paused_until and now >= self._paused_until and self._listener is not None:
+                self._paused_until = 0.0
+                self._selector.register(self._listener, selectors.EVENT_READ)
             if progress is not None and now >= next_report:
                 progress(arrivals)
                 next_report = now + every
@@ -198,6 +213,8 @@ class Server:
                 wait = min(wait, self._greetings[0][0] - now)
             if self._waiting:
                 wait = min(wait, self._last_arrival + GREET_AFTER - now)
+            if self._paused_until:
+                wait = min(wait, self._paused_until - now)
             for key, events in self._selector.select(max(0.0, wait)):
                 if key.fileobj is self._listener:
                     self._accept()
@@ -218,7 +235,14 @@ class Server:
                 sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # the peer went away before we took it (ECONNABORTED), or fd exhaustion
+            except OSError as exc:  # the peer went away before we took it (ECONNABORTED), or fd exhaustion
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # the connection stays in the queue: rest the listener (epoll would report it at once
+                    # again) until a descriptor may be free
+                    self.out_of_files += 1
+                    self._paused_until = time.monotonic() + 0.05
+                    with contextlib.suppress(KeyError, ValueError):
+                        self._selector.unregister(self._listener)
                 return
             sock.setblocking(False)
             try:
@@ -329,7 +353,25 @@ class Server:
         self._last_arrival = now
         arrival = Arrival(message, conn.peer, conn.local)
         self._members.append((conn, arrival))
+        if self._now is not None:
+            self._answer_at_once(conn)
         return arrival
+
+    def answer_now(self, value: Any) -> None:
+        """From now on answer every member at once with `value`, those waiting and those to come, and let
+        go of its connection when it hangs up: for an answer that cannot change by waiting (rank 0 cannot
+        hold every process's connection), so that every process hears it at once and rank 0's
+        descriptors come free. The gather goes on counting arrivals."""
+        self._now = _line({"protocol": PROTOCOL, "answer": value})
+        for conn, _ in self._members:
+            if conn.state == "member":
+                self._answer_at_once(conn)
+
+    def _answer_at_once(self, conn: _Conn) -> None:
+        self._greet(conn)
+        conn.outbox += self._now or b""
+        conn.state = "dropping"  # it reads its answer, then hangs up first: closed then
+        self._flush(conn)
 
     def _turn_away(self, conn: _Conn, why: str) -> None:
         self.dropped += 1
@@ -362,12 +404,16 @@ class Server:
         waiting: dict[socket.socket, _Conn] = {}
         for key in list(self._selector.get_map().values()):
             conn = key.data
-            if conn.state not in ("member", "gone"):
+            if conn.state == "dropping" and self._now is not None:  # answered at once: let it read, hang up
+                waiting[conn.sock] = conn
+            elif conn.state not in ("member", "gone"):
                 self._drop(conn)
         encoded: tuple[Any, bytes] | None = None  # the last answer and its line: the same verdict is encoded once
         for conn, arrival in self._members:
             if conn.state == "gone":
                 conn.sock.close()
+                continue
+            if conn.state != "member":  # answered at once (answer_now), or dropped since
                 continue
             self._greet(conn)
             value = reply(arrival)

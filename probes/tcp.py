@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.exchange import Arrival, ExchangeFailed, Server, join
+from probes.limits import raise_open_files
 from resolver.errors import ProbeFailed
 
 __all__ = ["TcpComm"]
@@ -90,6 +91,7 @@ class TcpComm:
         return objects
 
     def _serve(self, mine: Any, everyone: bool, deadline: float) -> Any:
+        raise_open_files(self.size)  # a connection per rank: a soft limit of 1,024 is common (probes/limits.py)
         try:
             server = Server(self.port, round_=_ROUND, job=None, backlog=min(4096, self.size))
         except ExchangeFailed as exc:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,7 +48,9 @@ from resolver.origin import Origin
 from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
-from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server, join  # noqa: E402
+from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server  # noqa: E402
+from probes.hostlocal import expand, meet  # noqa: E402
+from probes.limits import OpenFiles, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
 from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
 
@@ -64,6 +68,8 @@ MOST_PROBLEMS = 64  # problems sent to every process; more are summarised in one
 PROGRESS_EVERY = 3.0  # seconds between rank 0's progress lines
 AGREED = ("world_size", "num_nodes", "main_address", "main_port", "job_id", "source", "version")
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+SIZE_VARIABLES = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE")
+ONE_BY_ONE = ("global_rank", "local_rank", "node_rank", "local_world_size", "local_device")  # what differs cheaply
 
 
 # -- provenance: the one place that reads it -----------------------------------------------------------
@@ -95,6 +101,8 @@ class Member:
     error: Mapping[str, Any] | None = None
     version: str = ""
     net: Mapping[str, Any] | None = None  # the host's network facts (resolver/_network.py), when it sent them
+    world_size: int | None = None  # the world size its launcher's variables claim, when it cannot resolve
+    lost_leader: Mapping[str, Any] | None = None  # the host leader that took its record, then went away
 
     def origin(self, field: str) -> tuple[str | None, str | None]:
         """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
@@ -102,18 +110,32 @@ class Member:
 
 
 def record(
-    topology: Topology | None, host: str, *, error: TopologyError | None = None, rank: int | None = None
+    topology: Topology | None,
+    host: str,
+    *,
+    error: TopologyError | None = None,
+    rank: int | None = None,
+    size: int | None = None,
 ) -> dict[str, Any]:
     """What one process sends rank 0: JSON-safe, under 2 KB. The record's provenance says where each
-    value came from; rank 0 reads it only to name the variable of a problem."""
-    out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid()}
+    value came from; rank 0 reads it only to name the variable of a problem. A process that cannot
+    resolve sends the rank and world size its launcher's variables claim, when they do: rank 0 then
+    knows how many to wait for. `id` tells two records apart (threads of one process share a pid)."""
+    out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid(), "id": _new_id()}
     if topology is not None:
         out["rank"] = topology.global_rank
         out["topology"] = topology.to_dict()
     else:
         out["rank"] = rank
+        out["world_size"] = size
         out["error"] = error.to_dict() if error is not None else {"message": "no topology"}
     return out
+
+
+def _new_id() -> str:
+    """A record's id: random, to tell records apart (not a secret; no system call, unlike os.urandom,
+    whose trip for the GIL counts where thousands of ranks are threads)."""
+    return f"{random.getrandbits(64):016x}"
 
 
 def _text(value: Any) -> str:
@@ -135,10 +157,114 @@ def member(message: Mapping[str, Any]) -> Member:
         except (TopologyError, TypeError, ValueError, KeyError) as exc:
             error = {"message": f"sent a record that is not a topology: {exc}"}
         else:
-            return Member(rank=topology.global_rank, host=host, topology=topology, version=version, net=net)
+            lost = message.get("lost_leader")
+            return Member(
+                rank=topology.global_rank,
+                host=host,
+                topology=topology,
+                version=version,
+                world_size=topology.world_size,
+                lost_leader=lost if isinstance(lost, dict) else None,
+                net=net,
+            )
     if not isinstance(error, dict):
         error = {"message": "sent neither a topology nor an error"}
-    return Member(rank=rank, host=host, topology=None, error=error, version=version, net=net)
+    size = message.get("world_size")
+    size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+    lost = message.get("lost_leader")
+    return Member(
+        rank=rank,
+        host=host,
+        topology=None,
+        error=error,
+        version=version,
+        world_size=size,
+        lost_leader=lost if isinstance(lost, dict) else None,
+        net=net,
+    )
+
+
+def members_of(message: Mapping[str, Any]) -> list[tuple[str | None, Member]]:
+    """The records in one message, each with its `id`: one for a process, a host's batch for a leader's
+    (probes/hostlocal.py). A batch's shared topology is read once; each record that differs from it only
+    in `ONE_BY_ONE` integers costs those integers and its host, not a record to rebuild."""
+    records = message.get("records")
+    if not isinstance(records, list):
+        return [(_id(message), member(message))]
+    shared = message.get("shared")
+    shared = shared if isinstance(shared, dict) else {}
+    # what join added beside the batch once connected (`about`: the leader's network facts) is the
+    # leader's own, and the leader's record comes first
+    beside = {k: v for k, v in message.items() if k not in _BATCH}
+    records = (
+        [{**records[0], **beside}, *records[1:]] if beside and records and isinstance(records[0], dict) else records
+    )
+    inner = shared.get("topology")
+    base: Topology | None = None
+    out: list[tuple[str | None, Member]] = []
+    for raw in records[: 1 << 20]:
+        if not isinstance(raw, dict):
+            continue
+        whole = expand(shared, raw)
+        own = raw.get("topology")
+        if isinstance(inner, dict) and isinstance(own, dict) and base is not None and set(own) <= _CHEAP:
+            cheap = _evolve(base, own)
+            if cheap is not None:
+                out.append(
+                    (
+                        _id(whole),
+                        Member(
+                            rank=cheap.global_rank,
+                            host=_text(whole.get("host", "?")),
+                            topology=cheap,
+                            version=_text(whole.get("version", "?")),
+                            world_size=cheap.world_size,
+                            net=whole["net"] if isinstance(whole.get("net"), dict) else None,
+                            lost_leader=whole["lost_leader"] if isinstance(whole.get("lost_leader"), dict) else None,
+                        ),
+                    )
+                )
+                continue
+        m = member(whole)
+        if base is None and m.topology is not None and isinstance(inner, dict):
+            base = m.topology
+        out.append((_id(whole), m))
+    return out
+
+
+_CHEAP = {*ONE_BY_ONE, "is_main", "is_local_main"}
+_BATCH = {"protocol", "round", "job", "wait", "host", "leader", "shared", "records"}  # a batch's own fields
+
+
+def _evolve(base: Topology, own: Mapping[str, Any]) -> Topology | None:
+    """`base` with `own`'s integers, when they make a valid record that says what `own` says; else None.
+
+    Not `attrs.evolve`: it runs every converter and validator again (the provenance's among them), 10 us
+    a record, a second at rank 0 for 131,072; here only the changed fields' validators and the checks
+    between fields run (3.6 us)."""
+    changes = {k: v for k, v in own.items() if k in ONE_BY_ONE}
+    t = object.__new__(Topology)
+    for name in _TOPOLOGY_FIELDS:
+        object.__setattr__(t, name, changes[name] if name in changes else getattr(base, name))
+    try:
+        for name, value in changes.items():
+            field = _TOPOLOGY_FIELDS[name]
+            if field.validator is not None:
+                field.validator(t, field, value)
+        t.__attrs_post_init__()
+    except (TopologyError, TypeError, ValueError):
+        return None
+    if any(getattr(t, k) is not v for k, v in own.items() if k in ("is_main", "is_local_main")):
+        return None
+    return t
+
+
+_TOPOLOGY_FIELDS = {a.name: a for a in attrs.fields(Topology)}
+
+
+def _id(message: Mapping[str, Any]) -> str | None:
+    value = message.get("id")
+    return value if isinstance(value, str) else None
 
 
 # -- the verdict ---------------------------------------------------------------------------------------
@@ -358,6 +484,8 @@ def verdict(
             claims.setdefault(m.rank, []).append(m)
     missing = tuple(r for r in range(n) if r not in claims)
     for rank, claimants in sorted(claims.items()):
+        if rank < n and len(claimants) == 1:  # the common case, O(1): the origin is read for a problem only
+            continue
         words, variable = _origin([c for c in claimants if c.topology is not None] or claimants, "global_rank")
         if rank >= n:
             kind, message = "ranks", f"{_who(claimants)} claims rank {rank}, outside 0..{n - 1} of a world of {n}"
@@ -588,6 +716,16 @@ def _rank_claim(environ: Mapping[str, str]) -> int | None:
     return None
 
 
+def _size_claim(environ: Mapping[str, str]) -> int | None:
+    """The world size the launcher's variables claim, for a process that cannot resolve: rank 0 then
+    knows how many processes to wait for."""
+    for name in SIZE_VARIABLES:
+        value = environ.get(name, "")
+        if value.isdigit() and 0 < int(value) < 1 << 31:
+            return int(value)
+    return None
+
+
 @attrs.frozen
 class _Meeting:
     address: str
@@ -625,7 +763,7 @@ def check(
         error = exc
     host = _host(environ, probes)
     meeting = _meeting(environ, topology, error)
-    mine = record(topology, host, error=error, rank=meeting.rank)
+    mine = record(topology, host, error=error, rank=meeting.rank, size=meeting.size)
     asked = probes if probes is not None else _live()
     own: dict[str, Any] = {}  # this process's network facts, once gathered
 
@@ -670,8 +808,9 @@ def check(
         found, nodes = _meet_in_store(meeting, mine, host, environ, deadline=deadline, timeout=timeout)
         return report(found, nodes)
     if meeting.rank == 0:
+        files = raise_open_files(_connections(topology, meeting))
         try:
-            server = Server(meeting.port, round_=ROUND, job=meeting.job, backlog=min(4096, meeting.size or 4096))
+            server = Server(meeting.port, round_=ROUND, job=meeting.job, backlog=max(128, min(65535, files.need)))
         except ExchangeFailed as exc:
             held = _held(meeting, host, exc, deadline)
             if held is not None:
@@ -679,27 +818,40 @@ def check(
             # the port is held by another rank 0 of this job (a duplicate): meet it as a process does
         else:
             with server:
-                found, nodes = _serve(server, meeting, mine, reached, deadline=deadline, timeout=timeout)
+                found, nodes = _serve(
+                    server, meeting, mine, reached, deadline=deadline, timeout=timeout, files=files, host=host
+                )
             return report(found, nodes)
     try:
-        answer = join(
+        answer = meet(
             meeting.address,
             meeting.port,
             mine,
             round_=ROUND,
             job=meeting.job,
+            host=host,
             deadline=deadline,
             strict_job=False,
             processes=meeting.size,
             about=lambda connected: {"net": net(connected)},
             on_wait=lambda why, waited: _waiting(meeting, why, waited, timeout),
+            nodes=None if topology is None else topology.num_nodes,
         )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:
-        return report(_failed_meeting(meeting, host, exc, timeout))
+        return report(_failed_meeting(meeting, host, exc, timeout, time.monotonic() - start))
     except (KeyError, TypeError, ValueError) as exc:
         failure = ExchangeFailed("foreign", f"rank 0 answered a verdict this process cannot read ({exc})")
-        return report(_failed_meeting(meeting, host, failure, timeout))
+        return report(_failed_meeting(meeting, host, failure, timeout, time.monotonic() - start))
+
+
+def _connections(topology: Topology | None, meeting: _Meeting) -> int:
+    """How many connections rank 0 expects at once: one per other node where host leaders gather a
+    host's processes (Linux), one per other process elsewhere, and its own host's other processes."""
+    size = meeting.size or 1
+    if topology is None or topology.num_nodes is None or not sys.platform.startswith("linux"):
+        return max(1, size - 1)
+    return max(1, min(size - 1, topology.num_nodes))
 
 
 def _live() -> Probes:
@@ -748,7 +900,7 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
     except TopologyError:
         raise error from None
     origins = {"main_address": _said(Origin.env("MASTER_ADDR")), "main_port": _said(Origin.env("MASTER_PORT"))}
-    return _Meeting(address, port, _rank_claim(environ), None, None, origins)
+    return _Meeting(address, port, _rank_claim(environ), _size_claim(environ), None, origins)
 
 
 def _problem_at_endpoint(meeting: _Meeting, host: str, kind: str, field: str, message: str) -> Verdict:
@@ -805,15 +957,22 @@ def _greets(port: int) -> bool:
     return isinstance(hello, dict) and hello.get("protocol") == PROTOCOL and hello.get("round") == ROUND
 
 
-def _failed_meeting(meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: float) -> Verdict:
+def _failed_meeting(
+    meeting: _Meeting, host: str, exc: ExchangeFailed, timeout: float, elapsed: float | None = None
+) -> Verdict:
     where = _endpoint(meeting.address, meeting.port)
     if exc.kind == "unreachable":
+        waited = (
+            f"within {timeout:g} s"
+            if elapsed is None or elapsed >= timeout * 0.9
+            else f"before this process gave up, after {elapsed:.1f} s of {timeout:g} s"
+        )
         return _problem_at_endpoint(
             meeting,
             host,
             "unreachable",
             "main_address",
-            f"rank 0 never answered at {where} within {timeout:g} s: {exc}",
+            f"rank 0 never answered at {where} {waited}: {exc}",
         )
     if exc.kind == "unresolved":
         return _problem_at_endpoint(
@@ -844,54 +1003,128 @@ def _serve(
     *,
     deadline: float,
     timeout: float,
+    files: OpenFiles,
+    host: str,
 ) -> tuple[Verdict, tuple[Node, ...]]:
     """Rank 0's side of the check. `net(reached)` gives rank 0's network facts once the others came:
     `reached` is the address of rank 0's that most of them reached (other than loopback), the one
     training's connections will reach too, whatever rank 0's own lookup of the main name says (Debian
     maps a host's own name to 127.0.1.1)."""
     strangers: list[Member] = []
-    admitted: list[Member] = []  # parsed as each arrives, while rank 0 waits for the others
+    admitted: dict[str | None, Member] = {}  # by record id: a record that comes twice (its leader died) counts once
+    anonymous: list[Member] = []  # records without an id
     expected = [meeting.size]
+    shortage: list[Problem] = []
 
     def admit(message: Mapping[str, Any]) -> str | None:
         job = message.get("job")
         if meeting.job is not None and job is not None and job != meeting.job:
-            strangers.append(member(message))
+            strangers.extend(m for _, m in members_of(message))
             return f"this is job {meeting.job!r}, and the process is in job {job!r}"
-        if expected[0] is None and isinstance(message.get("topology"), dict):
-            size = message["topology"].get("world_size")
-            expected[0] = size if isinstance(size, int) and size > 0 else None
-        admitted.append(member(message))
+        for key, m in members_of(message):
+            if key is None:
+                anonymous.append(m)
+            else:
+                admitted[key] = m
+            if expected[0] is None and m.world_size is not None:
+                expected[0] = m.world_size
         return None
 
-    def done(arrivals: list[Arrival]) -> bool:
-        return expected[0] is not None and len(arrivals) >= expected[0] - 1
+    def count() -> int:
+        return len(admitted) + len(anonymous)
+
+    def done(_: list[Arrival]) -> bool:
+        return expected[0] is not None and count() >= expected[0] - 1
+
+    def tell_everyone(problem: Problem) -> None:
+        """An answer waiting cannot change: every process hears it at once, and rank 0's descriptors come free."""
+        shortage.append(problem)
+        early = Verdict(world_size=expected[0], missing=(), problems=(problem,), summary="")
+        server.answer_now(early.to_wire())
+
+    if not files.enough:
+        tell_everyone(_limit_problem(meeting, host, files, None))
+
+    def starved() -> None:
+        if not shortage:
+            tell_everyone(_limit_problem(meeting, host, files, count()))
 
     started = time.monotonic()
 
-    def progress(arrivals: list[Arrival]) -> None:
+    def progress(_: list[Arrival]) -> None:
         size = expected[0]
-        came = {a.message.get("rank") for a in arrivals} | {meeting.rank}
+        came = {m.rank for m in [*admitted.values(), *anonymous]} | {meeting.rank}
         waiting = "" if size is None else f"; waiting for ranks {spans(r for r in range(size) if r not in came)}"
         log.info(
             "check: %d of %s processes at %s after %.0f s%s",
-            len(arrivals) + 1,
+            count() + 1,
             size if size is not None else "?",
             _endpoint(meeting.address, meeting.port),
             time.monotonic() - started,
             waiting,
         )
 
-    arrivals = server.gather(deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY)
+    arrivals = server.gather(
+        deadline=deadline, admit=admit, done=done, progress=progress, every=PROGRESS_EVERY, starved=starved
+    )
     reached = Counter(a.local for a in arrivals if a.local and not is_loopback(a.local)).most_common(1)
     me = member({**mine, "net": net(reached[0][0] if reached else None)})
-    members = [me, *admitted]
+    members = [me, *admitted.values(), *anonymous]
     complete = done(arrivals)  # as many processes as the world has came: a missing rank is claimed by none
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
     found = verdict(members, strangers=strangers, world_size=expected[0], note=note)
+    extra = [*shortage, *_lost_leaders(members)]
+    if extra:
+        found = attrs.evolve(found, problems=(*extra, *found.problems))
     wire = found.to_wire()
     server.answer(lambda _: wire, deadline=deadline + ANSWER_GRACE)
     return found, found.nodes
+
+
+def _limit_problem(meeting: _Meeting, host: str, files: OpenFiles, held: int | None) -> Problem:
+    """Rank 0 cannot hold a connection per node (or process): the numbers, and the fix."""
+    limit = f"soft {files.soft}, hard {files.hard}"
+    if held is None:
+        said = (
+            f"rank 0 on {host} may open {files.soft} files ({limit}, {files.open} open already) and meeting "
+            f"this job needs about {files.need} more"
+        )
+    else:
+        said = f"rank 0 on {host} ran out of open files ({limit}) after {held} processes arrived"
+    return Problem(
+        kind="limit",
+        ranks=(0,),
+        hosts=(host,),
+        message=f"{said}: it cannot hold every process's connection, so the check stops here rather than "
+        f"name healthy processes missing; {files.fix()}; training's rendezvous at "
+        f"{_endpoint(meeting.address, meeting.port)} would need them too",
+    )
+
+
+def _lost_leaders(members: Sequence[Member]) -> list[Problem]:
+    """Host leaders that took records and went away before relaying rank 0's answer."""
+    lost: dict[str, tuple[Mapping[str, Any], list[Member]]] = {}
+    for m in members:
+        if m.lost_leader is not None:
+            key = str(m.lost_leader.get("id"))
+            lost.setdefault(key, (m.lost_leader, []))[1].append(m)
+    problems = []
+    for leader, followers in lost.values():
+        rank = leader.get("rank")
+        rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+        lead_host = _text(leader.get("host", "?"))
+        who = "a process of unknown rank" if rank is None else f"rank {rank}"
+        problems.append(
+            Problem(
+                kind="leader",
+                ranks=() if rank is None else (rank,),
+                hosts=(lead_host,),
+                message=f"the host leader of {lead_host}, {who} (pid {_text(leader.get('pid', '?'))}), took the "
+                f"records of {_who(followers)} and went away before relaying rank 0's answer (it died or was "
+                "killed); they met rank 0 again",
+            )
+        )
+    return problems
 
 
 # -- through the launcher's store (torchrun's agent) ------------------------------------------------------

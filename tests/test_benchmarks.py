@@ -43,3 +43,18 @@ def test_the_exchange_benchmark_prints_each_run_with_when_rank_0_began(capsys: p
         low, high = min(float(seconds) for seconds, _ in runs), max(float(seconds) for seconds, _ in runs)
         assert (float(row[3]), float(row[4])) == (round(low, 2), round(high, 2)), row  # min and max columns
     assert any("check/floor (medians)" in line for line in lines)
+
+
+def test_the_scale_benchmark_runs_every_case_in_separate_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A small run of bench_scale: check and floor all ok, the emulated leaders all ok, and at rank 0's limit of
+    64 files every one of 600 reports names the limit and `ulimit -n`."""
+    from benchmarks import bench_scale
+
+    argv = ["--processes", "2", "--per-process", "16", "--repeats", "1", "--emulate", "64", "--limit-ranks", "600"]
+    assert bench_scale.main([*argv, "--cases", "check", "floor", "emulated", "limit"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.split()[:1] in (["32"], ["64"])}
+    assert rows["check"][5] == "True" and rows["floor"][5] == "True", out
+    assert rows["emulated"][5] == "True", out
+    assert "600 of 600 reports name the limit and `ulimit -n`" in out
+    assert "ulimit -n 1024" in out

@@ -1,0 +1,113 @@
+"""The check at scale (issue 34): host leaders in check(), the open-files limit, the world size known early."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import resolver
+from probes.exchange import ExchangeFailed
+from probes.hostlocal import compact
+from probes.limits import OpenFiles, open_files, raise_open_files
+from resolver import _check
+from resolver._check import _failed_meeting, _Meeting, members_of, record
+from tests.test_check import meet, world
+
+
+def test_a_job_on_hosts_of_four_meets_through_host_leaders() -> None:
+    job, envs = world(12, hosts=("h1", "h2", "h3"))
+    reports = meet(job, envs)
+    assert all(r.ok for r in reports), [r.problems for r in reports]
+    assert reports[0].summary.startswith("12 processes on 3 nodes agree")
+    assert sorted(r for node in reports[0].nodes or () for r in node.ranks) == list(range(12))
+
+
+def test_a_batch_reads_back_as_its_records() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    mine = [record(t, "h2") for t in topologies[4:]]
+    batch = json.loads(json.dumps({"host": "h2", **compact(mine)}))
+    got = members_of(batch)
+    assert [k for k, _ in got] == [m["id"] for m in mine]
+    assert [m.topology for _, m in got] == list(topologies[4:])
+    assert all(m.host == "h2" for _, m in got)
+
+
+def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    short = OpenFiles(soft=64, hard=64, open=60, need=30)
+    monkeypatch.setattr(_check, "raise_open_files", lambda need: short)
+    job, envs = world(4)
+    start = time.monotonic()
+    reports = meet(job, envs, timeout=30.0)
+    assert time.monotonic() - start < 10
+    for r in reports:
+        assert not r.ok
+        limit = [p for p in r.problems if p.kind == "limit"]
+        assert limit, r.problems
+        assert "soft 64, hard 64" in limit[0].message and "ulimit -n 1024" in limit[0].message
+        assert not [p for p in r.problems if p.kind == "missing"]
+
+
+def test_raising_the_soft_limit_stays_under_the_hard_limit() -> None:
+    before = open_files(0)
+    now = raise_open_files(10)
+    assert now.soft is None or before.soft is None or now.soft >= before.soft
+    if now.hard is not None and now.soft is not None:
+        assert now.soft <= now.hard
+    assert OpenFiles(soft=100, hard=100, open=90, need=50).enough is False
+    assert "ulimit -n 1024" in OpenFiles(soft=100, hard=100, open=90, need=50).fix()
+
+
+def test_unreadable_processes_claiming_rank_and_world_size_end_the_wait_early() -> None:
+    job, envs = world(4)
+    for e in envs:
+        e["LOCAL_RANK"] = "many"
+    start = time.monotonic()
+    reports = meet(job, envs, timeout=30.0)
+    assert time.monotonic() - start < 10  # not the 30 s timeout: rank 0 knew to wait for 4
+    for r in reports:
+        assert sorted(p.ranks for p in r.problems if p.kind == "unresolvable") == [(0,), (1,), (2,), (3,)]
+        assert not [p for p in r.problems if p.kind == "missing"]
+
+
+def test_a_process_that_gave_up_at_once_says_so() -> None:
+    meeting = _Meeting("ci1", 29500, 3, 4, None, {})
+    failure = ExchangeFailed("unreachable", "'ci1' does not resolve")
+    (quick,) = _failed_meeting(meeting, "h", failure, 15.0, 0.2).problems
+    assert "gave up, after 0.2 s of 15 s" in quick.message and "within 15 s" not in quick.message
+    (late,) = _failed_meeting(meeting, "h", failure, 15.0, 15.1).problems
+    assert "within 15 s" in late.message
+
+
+def test_the_leaders_own_facts_from_its_connection_stay_its_own() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    mine = [{**record(t, "h2"), "net": {"local": None}} for t in topologies[4:]]
+    batch = {"host": "h2", "leader": {"id": mine[0]["id"]}, **compact(mine), "net": {"local": "10.0.0.2"}}
+    got = members_of(json.loads(json.dumps(batch)))
+    assert [m.net for _, m in got] == [{"local": "10.0.0.2"}] + [{"local": None}] * 3
+
+
+def test_a_batch_record_whose_integers_break_the_record_is_its_senders_error() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    mine = [record(t, "h2") for t in topologies[4:]]
+    batch = json.loads(json.dumps({"host": "h2", **compact(mine)}))
+    batch["records"][2]["topology"]["global_rank"] = 99  # beyond the world of 8
+    got = [m for _, m in members_of(batch)]
+    assert [m.topology is None for m in got] == [False, False, True, False]
+    assert got[2].error is not None and "global_rank" in got[2].error["message"]
+
+
+def test_a_leader_that_went_away_is_named_with_the_ranks_it_had_taken() -> None:
+    from resolver._check import _lost_leaders
+
+    job, envs = world(8, hosts=("h1", "h2"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    dead = {"id": "x", "rank": 4, "pid": 99, "host": "h2"}
+    again = [members_of({**record(t, "h2"), "lost_leader": dead})[0][1] for t in topologies[5:]]
+    (problem,) = _lost_leaders(again)
+    assert problem.kind == "leader" and problem.ranks == (4,) and problem.hosts == ("h2",)
+    assert "rank 4 (pid 99)" in problem.message and "ranks 5-7 on h2" in problem.message

@@ -1,0 +1,308 @@
+"""Host leaders (probes/hostlocal.py): election by bind, a leader that dies, the fallback to rank 0 directly."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from probes import hostlocal
+from probes.exchange import PROTOCOL, ExchangeFailed
+from probes.hostlocal import channel_name, compact, expand, meet
+
+ROUND = "test"
+
+
+class Rank0:
+    """A stand-in for `probes.exchange.join`: keeps every message it is handed, answers "ok"."""
+
+    def __init__(self, fail: ExchangeFailed | None = None) -> None:
+        self.messages: list[Mapping[str, Any]] = []
+        self.fail = fail
+        self.lock = threading.Lock()
+
+    def __call__(self, address: str, port: int, message: Mapping[str, Any], **_: Any) -> Any:
+        with self.lock:
+            self.messages.append(json.loads(json.dumps(message)))
+        if self.fail is not None:
+            raise self.fail
+        return "ok"
+
+    def records(self) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        for m in self.messages:
+            out += [expand(m["shared"], r) for r in m["records"]] if "records" in m else [m]
+        return out
+
+
+def record(rank: int, local_rank: int, host: str = "h1") -> dict[str, Any]:
+    return {
+        "id": f"id{rank}",
+        "host": host,
+        "rank": rank,
+        "version": "1",
+        "net": {"to_rank0": "10.0.0.1"},
+        "topology": {"world_size": 8, "global_rank": rank, "local_rank": local_rank, "local_world_size": 3},
+    }
+
+
+def meeting(port: int, rec: dict[str, Any], rank0: Rank0, out: list[Any], host: str = "h1") -> threading.Thread:
+    def run() -> None:
+        try:
+            out.append(
+                meet(
+                    "127.0.0.1",
+                    port,
+                    rec,
+                    round_=ROUND,
+                    job="j",
+                    host=host,
+                    deadline=time.monotonic() + 10,
+                    joiner=rank0,
+                )
+            )
+        except ExchangeFailed as exc:
+            out.append(exc)
+
+    return threading.Thread(target=run)
+
+
+def wait_bound(name: bytes) -> None:
+    for _ in range(200):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(name)
+            except OSError:
+                return
+        time.sleep(0.005)
+    raise AssertionError("nobody bound the host's channel")
+
+
+def test_the_first_to_bind_leads_whatever_local_rank_it_claims() -> None:
+    rank0, out = Rank0(), list[Any]()
+    first = meeting(1, record(5, local_rank=2), rank0, out)
+    first.start()
+    wait_bound(channel_name(ROUND, "j", "127.0.0.1", 1, "h1"))
+    others = [meeting(1, record(r, local_rank=r - 3), rank0, out) for r in (3, 4)]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join(20)
+    assert out == ["ok", "ok", "ok"]
+    batch = rank0.messages[0]  # one connection to rank 0 for the host (a second if a follower came late)
+    assert batch["leader"]["id"] == "id5" and batch["leader"]["rank"] == 5  # local rank 2 led: it bound first
+    assert sorted(r["rank"] for r in rank0.records()) == [3, 4, 5]
+    assert batch["shared"]["net"] == {"to_rank0": "10.0.0.1"}  # opaque per-host data, sent once, kept
+    assert all("net" not in r for r in batch["records"])
+    assert all(r["net"] == {"to_rank0": "10.0.0.1"} for r in rank0.records())
+
+
+def test_hosts_meet_apart() -> None:
+    rank0, out = Rank0(), list[Any]()
+    threads = [meeting(1, record(r, r % 3, host=f"h{r // 3}"), rank0, out, host=f"h{r // 3}") for r in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert out == ["ok"] * 6
+    assert 2 <= len(rank0.messages) < 6  # one batch per host, or two where a process came late
+    assert {m["host"] for m in rank0.messages} == {"h0", "h1"}
+    assert sorted(r["rank"] for r in rank0.records()) == list(range(6))
+
+
+def test_a_leader_that_dies_after_taking_a_record_is_named_and_its_follower_meets_rank_0_again() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    dead = {"id": "dead", "rank": 7, "pid": 99, "host": "h1"}
+    took = threading.Event()
+
+    def dying_leader(listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": dead}).encode() + b"\n")
+        listener.close()  # dies: its name goes, and its follower's connection ends
+        took.set()
+        conn.close()
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen()
+    leader = threading.Thread(target=dying_leader, args=(listener,))
+    leader.start()
+    rank0, out = Rank0(), list[Any]()
+    follower = meeting(1, record(3, 0), rank0, out)
+    follower.start()
+    follower.join(20)
+    leader.join(5)
+    assert took.is_set()
+    assert out == ["ok"]
+    (again,) = rank0.records()  # it led itself the second time
+    assert again["lost_leader"] == dead
+
+
+def test_a_leader_that_cannot_reach_rank_0_gives_its_host_a_report_naming_it() -> None:
+    rank0, out = Rank0(fail=ExchangeFailed("unreachable", "nothing listened at 127.0.0.1:1")), list[Any]()
+    threads = [meeting(1, record(r, r), rank0, out) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(out) == 3 and all(isinstance(e, ExchangeFailed) and e.kind == "unreachable" for e in out)
+    relayed = [e for e in out if "this host's leader" in str(e)]
+    assert len(relayed) == 2, out  # the two followers; the leader reports its own failure
+    assert all("nothing listened" in str(e) and "pid" in str(e) for e in relayed)
+
+
+def test_a_name_held_by_something_that_does_not_lead_sends_the_process_to_rank_0_directly() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as squatter:
+        squatter.bind(name)
+        squatter.listen()
+        rank0, out = Rank0(), list[Any]()
+        start = time.monotonic()
+        t = meeting(1, record(3, 0), rank0, out)
+        t.start()
+        t.join(20)
+    assert out == ["ok"]
+    assert time.monotonic() - start < hostlocal.ACK_WAIT + 2
+    (direct,) = rank0.messages
+    assert "records" not in direct and direct["rank"] == 3  # its own record, as before host leaders
+
+
+def test_without_abstract_sockets_a_process_meets_rank_0_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.platform", "darwin")
+    rank0, out = Rank0(), list[Any]()
+    t = meeting(1, record(3, 0), rank0, out)
+    t.start()
+    t.join(20)
+    assert out == ["ok"]
+    assert "records" not in rank0.messages[0]
+
+
+def test_channel_names_differ_by_round_job_endpoint_and_host() -> None:
+    names = {
+        channel_name("check", "j", "a", 1, "h"),
+        channel_name("exec", "j", "a", 1, "h"),
+        channel_name("check", "k", "a", 1, "h"),
+        channel_name("check", "j", "b", 1, "h"),
+        channel_name("check", "j", "a", 2, "h"),
+        channel_name("check", "j", "a", 1, "g"),
+        channel_name("check", None, "a", 1, "h"),
+    }
+    assert len(names) == 7
+    assert all(n.startswith(b"\0") for n in names)
+
+
+values = st.one_of(st.none(), st.integers(0, 3), st.text(max_size=3))
+records = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=4), "rank": values},
+        optional={"net": values, "topology": st.dictionaries(st.sampled_from("abcd"), values, max_size=4)},
+    ),
+    max_size=5,
+)
+
+
+@given(records)
+def test_a_compact_batch_expands_to_its_records(batch: list[dict[str, Any]]) -> None:
+    packed = json.loads(json.dumps(compact(batch)))
+    assert [expand(packed["shared"], r) for r in packed["records"]] == batch
+
+
+def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -> None:
+    rank0, out = Rank0(), list[Any]()
+    asked: list[Any] = []
+
+    def about(connected: Any) -> Mapping[str, Any]:
+        asked.append(connected)
+        return {"net": {"interface": "eth0", "seen": "probes" if connected is None else "connection"}}
+
+    def run(r: int) -> None:
+        rec = record(r, r)
+        del rec["net"]
+        out.append(
+            meet(
+                "127.0.0.1",
+                1,
+                rec,
+                round_=ROUND,
+                job="j",
+                host="h1",
+                deadline=time.monotonic() + 10,
+                joiner=rank0,
+                about=about,
+            )
+        )
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert out == ["ok"] * 3
+    assert all(c is None for c in asked)  # Rank0 stands in for join: it never calls about itself
+    assert all(r["net"] == {"interface": "eth0", "seen": "probes"} for r in rank0.records())
+    for batch in rank0.messages:
+        assert "net" in batch["shared"] and all("net" not in r for r in batch["records"])
+
+
+def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    dead = {"id": "dead", "rank": 7, "pid": 99, "host": "h1"}
+
+    def dying_leader(listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": dead}).encode() + b"\n")
+        listener.close()
+        conn.close()
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen()
+    leader = threading.Thread(target=dying_leader, args=(listener,))
+    leader.start()
+    rank0, out = Rank0(fail=ExchangeFailed("unreachable", "nothing listened at 127.0.0.1:1")), list[Any]()
+    follower = meeting(1, record(3, 0), rank0, out)
+    follower.start()
+    follower.join(20)
+    leader.join(5)
+    (failure,) = out
+    assert isinstance(failure, ExchangeFailed) and failure.kind == "unreachable"
+    assert "nothing listened" in failure.message and "rank 7, pid 99 on h1" in failure.message
+
+
+def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> None:
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    rank0, out = Rank0(), list[Any]()
+    lead = meeting(1, record(5, 0), rank0, out)
+    lead.start()
+    wait_bound(name)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as quitter:  # gave up on a slow leader: meets rank 0
+        quitter.connect(name)
+        quitter.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
+        quitter.recv(65536)
+    lead.join(20)
+    assert out == ["ok"]
+    assert [r["rank"] for r in rank0.records()] == [5]
+
+
+def test_first_connects_are_spread_only_beyond_the_listen_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("probes.hostlocal.time.sleep", slept.append)
+    monkeypatch.setattr(hostlocal, "listen_queue", lambda: 4096)
+    hostlocal.pace(4096, time.monotonic() + 60)
+    hostlocal.pace(None, time.monotonic() + 60)
+    assert slept == []  # the queue holds them all: nobody waits
+    for _ in range(50):
+        hostlocal.pace(16384, time.monotonic() + 60)
+    assert len(slept) == 50 and all(0 <= s <= 16384 / 10_000 for s in slept) and max(slept) > 0.5
+    slept.clear()
+    hostlocal.pace(16384, time.monotonic() + 0.5)  # never past the deadline's last second
+    assert slept == [0.0]
