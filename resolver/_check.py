@@ -10,8 +10,12 @@ does, under keys no other process or run can overwrite.
 
 What the verdict finds:
 
-- agreement: world size, node count, main address and port, job id, source and package version
-  are the same everywhere; a process that differs is named with the variable its value came from;
+- agreement: world size, node count, main port, job id, source and package version are the same
+  everywhere, and the main address leads to rank 0 everywhere (compared by what it resolves to on each
+  host, resolver/_network.py; as text only when a record lacks its network facts); a process that
+  differs is named with the variable its value came from;
+- the network training takes next (resolver/_network.py): host names, interface variables, late
+  names, proxies; some findings are warnings, reported without failing the check;
 - ranks: 0..N-1 each exactly once (missing ranks, duplicates with the hosts claiming them); on each
   host local ranks 0..k-1 once each; one node rank per host and one host per node rank; no two
   processes on a host bound to the same device;
