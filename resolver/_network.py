@@ -76,7 +76,7 @@ PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy")  # gRPC core's ord
 NO_PROXY_VARIABLES = ("no_grpc_proxy", "no_proxy")  # the same
 LATE = 1.0  # seconds of waiting for the main address to resolve that a report mentions
 WAIT_EVERY = 3.0  # seconds between two progress lines while the main address does not resolve
-MOST_ADDRESSES = 32  # of a host's addresses sent in its record: enough for any real host
+MOST_ADDRESSES = 64  # of a host's addresses (link-local ones left out) and interface names sent in its record
 
 
 # -- the rules of the variables, pure --------------------------------------------------------------------
@@ -272,7 +272,9 @@ def facts(
         if value is not None:
             ifnames[variable] = {"value": value, "selected": list(selected(variable, value, table)), "by": by}
     proxied = proxy(environ, main)
-    addresses = [a for values in table.values() for a in values][:MOST_ADDRESSES]
+    # link-local IPv6 (fe80::/10) reaches no other host, and a container host has one per veth: left out
+    addresses = [a for values in table.values() for a in values if not a.lower().startswith("fe80:")]
+    addresses = addresses[:MOST_ADDRESSES]
     return {
         "main": main,
         "resolved": None if resolved is None else list(resolved),
@@ -376,6 +378,8 @@ def _addresses(zero: Seen, hosts: Mapping[str, Mapping[str, Any]], variable: str
     theirs = set(_strings(known.get("addresses")))
     if not theirs:
         return  # rank 0 could not list its addresses (no interfaces probe): nothing to hold the others against
+    # what a process's connection reached is rank 0's by construction (also past the addresses it listed)
+    theirs |= {str(net["peer"]) for net in hosts.values() if isinstance(net.get("peer"), str) and net["peer"]}
     shown = _listed(a for a in _strings(known.get("addresses")) if not is_loopback(a))
 
     def alongside(host: str, net: Mapping[str, Any]) -> bool:

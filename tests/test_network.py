@@ -67,7 +67,13 @@ def world(
         else:
             got = (resolved or {}).get(host) or asked.lookup(address)
             net = facts(
-                env, address, asked, resolved=got, local=ADDRESS[host], peer=got[0], waited=(waited or {}).get(host, 0)
+                env,
+                address,
+                asked,
+                resolved=got,
+                local=ADDRESS[host],
+                peer=ADDRESS["n1"] if ADDRESS["n1"] in got else got[0],  # where its connection got through
+                waited=(waited or {}).get(host, 0),
             )
         members.append(member({**record(topology, host), "net": net}))
     return members
@@ -372,3 +378,17 @@ def test_exec_ifname_on_rank_0s_node_of_a_job_without_a_node_count() -> None:
     }
     assert interface_variables(args, topology, env, debian, format_="json") == {}  # render() refuses it
     assert interface_variables(argparse.Namespace(ifname=False), topology, env, debian) is None
+
+
+def test_the_address_a_process_reached_is_rank_0s_even_past_the_addresses_it_listed() -> None:
+    members = world(("n1", "n2"))
+    zero = members[0]
+    assert zero.net is not None
+    listed = dict(zero.net, addresses=["127.0.0.1"])  # as if 10.9.0.1 had been cut from a long list
+    trimmed = [Member(rank=zero.rank, host=zero.host, topology=zero.topology, version=zero.version, net=listed)]
+    assert not verdict([*trimmed, *members[1:]]).problems  # n2 connected to 10.9.0.1: it is rank 0's
+
+
+def test_link_local_addresses_are_not_sent() -> None:
+    net = facts({}, "n1", host_probes("n1", extra={f"veth{i}": (f"fe80::{i}",) for i in range(100)}), local="10.9.0.1")
+    assert "10.9.0.1" in net["addresses"] and not any(a.startswith("fe80:") for a in net["addresses"])
