@@ -174,8 +174,18 @@ def toward_main(
 
 
 def _reachable(address: str) -> bool:
-    """An address another host could connect to: not loopback, not IPv6 link-local (fe80::/10)."""
-    return not is_loopback(address) and not address.lower().startswith("fe80:")
+    """An address another host could connect to: not loopback, not IPv6 link-local."""
+    return not is_loopback(address) and not _link_local(address)
+
+
+def _link_local(address: str) -> bool:
+    """IPv6 link-local (fe80::/10): no use to another host for reaching this one, and a container host has one
+    per veth."""
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(parsed, ipaddress.IPv6Address) and parsed.is_link_local
 
 
 def _route(
@@ -272,8 +282,7 @@ def facts(
         if value is not None:
             ifnames[variable] = {"value": value, "selected": list(selected(variable, value, table)), "by": by}
     proxied = proxy(environ, main)
-    # link-local IPv6 (fe80::/10) reaches no other host, and a container host has one per veth: left out
-    addresses = [a for values in table.values() for a in values if not a.lower().startswith("fe80:")]
+    addresses = [a for values in table.values() for a in values if not _link_local(a)]
     addresses = addresses[:MOST_ADDRESSES]
     return {
         "main": main,
