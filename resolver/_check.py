@@ -188,10 +188,12 @@ def member(message: Mapping[str, Any]) -> Member:
     )
 
 
-def members_of(message: Mapping[str, Any]) -> list[tuple[str | None, Member]]:
+def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[tuple[str | None, Member]]:
     """The records in one message, each with its `id`: one for a process, a host's batch for a leader's
     (probes/hostlocal.py). A batch's shared topology is read once; each record that differs from it only
-    in `ONE_BY_ONE` integers costs those integers and its host, not a record to rebuild."""
+    in `ONE_BY_ONE` integers costs those integers and its host, not a record to rebuild. With `bases`
+    (rank 0 keeps one for the whole meeting), a batch whose shared topology differs from an earlier
+    batch's only in those integers is not read at all: the job's hosts alike cost one record to read."""
     records = message.get("records")
     if not isinstance(records, list):
         return [(_id(message), member(message))]
@@ -204,36 +206,62 @@ def members_of(message: Mapping[str, Any]) -> list[tuple[str | None, Member]]:
         [{**records[0], **beside}, *records[1:]] if beside and records and isinstance(records[0], dict) else records
     )
     inner = shared.get("topology")
-    base: Topology | None = None
+    inner = inner if isinstance(inner, dict) else None
+    base = None if bases is None or inner is None else bases.like(inner)
     out: list[tuple[str | None, Member]] = []
     for raw in records[: 1 << 20]:
         if not isinstance(raw, dict):
             continue
         whole = expand(shared, raw)
         own = raw.get("topology")
-        if isinstance(inner, dict) and isinstance(own, dict) and base is not None and set(own) <= _CHEAP:
-            cheap = _evolve(base, own)
+        # a record whose own fields are `_CHEAP` integers, all of them known: the base with its integers
+        cheap_only = inner is not None and isinstance(own, dict) and set(own) <= _CHEAP <= whole["topology"].keys()
+        if cheap_only and base is not None:
+            cheap = _evolve(base, whole["topology"])
             if cheap is not None:
-                out.append(
-                    (
-                        _id(whole),
-                        Member(
-                            rank=cheap.global_rank,
-                            host=_text(whole.get("host", "?")),
-                            topology=cheap,
-                            version=_text(whole.get("version", "?")),
-                            world_size=cheap.world_size,
-                            net=whole["net"] if isinstance(whole.get("net"), dict) else None,
-                            lost_leader=whole["lost_leader"] if isinstance(whole.get("lost_leader"), dict) else None,
-                        ),
-                    )
-                )
+                out.append((_id(whole), _cheap_member(cheap, whole)))
                 continue
         m = member(whole)
-        if base is None and m.topology is not None and isinstance(inner, dict):
+        if base is None and cheap_only and m.topology is not None:
             base = m.topology
+            if bases is not None:
+                bases.learn(inner, base)  # type: ignore[arg-type] # cheap_only: inner is a dict
         out.append((_id(whole), m))
     return out
+
+
+def _cheap_member(topology: Topology, whole: Mapping[str, Any]) -> Member:
+    net, lost = whole.get("net"), whole.get("lost_leader")
+    return Member(
+        rank=topology.global_rank,
+        host=_text(whole.get("host", "?")),
+        topology=topology,
+        version=_text(whole.get("version", "?")),
+        world_size=topology.world_size,
+        net=net if isinstance(net, dict) else None,
+        lost_leader=lost if isinstance(lost, dict) else None,
+    )
+
+
+class Bases:
+    """Rank 0's first batch topology, for the batches that share everything with it but `_CHEAP`'s fields.
+
+    A record of 131,072 rebuilt from its dict costs rank 0 about 75 us (every field and origin checked);
+    the same record as an earlier one with other integers costs their validators (`_evolve`)."""
+
+    def __init__(self) -> None:
+        self.key: dict[str, Any] | None = None
+        self.topology: Topology | None = None
+
+    def like(self, inner: Mapping[str, Any]) -> Topology | None:
+        if self.key is None:
+            return None
+        return self.topology if {k: v for k, v in inner.items() if k not in _CHEAP} == self.key else None
+
+    def learn(self, inner: Mapping[str, Any], topology: Topology) -> None:
+        if self.key is None:
+            self.key = {k: v for k, v in inner.items() if k not in _CHEAP}
+            self.topology = topology
 
 
 _CHEAP = {*ONE_BY_ONE, "is_main", "is_local_main"}
@@ -245,25 +273,33 @@ def _evolve(base: Topology, own: Mapping[str, Any]) -> Topology | None:
 
     Not `attrs.evolve`: it runs every converter and validator again (the provenance's among them), 10 us
     a record, a second at rank 0 for 131,072; here only the changed fields' validators and the checks
-    between fields run (3.6 us)."""
-    changes = {k: v for k, v in own.items() if k in ONE_BY_ONE}
+    between fields run (6 us)."""
     t = object.__new__(Topology)
-    for name in _TOPOLOGY_FIELDS:
-        object.__setattr__(t, name, changes[name] if name in changes else getattr(base, name))
+    for name in _KEPT:
+        _set(t, name, getattr(base, name))
     try:
-        for name, value in changes.items():
+        for name in ONE_BY_ONE:
+            if name not in own:
+                _set(t, name, getattr(base, name))
+                continue
+            value = own[name]
+            _set(t, name, value)
             field = _TOPOLOGY_FIELDS[name]
             if field.validator is not None:
                 field.validator(t, field, value)
         t.__attrs_post_init__()
     except (TopologyError, TypeError, ValueError):
         return None
-    if any(getattr(t, k) is not v for k, v in own.items() if k in ("is_main", "is_local_main")):
+    if ("is_main" in own and t.is_main is not own["is_main"]) or (
+        "is_local_main" in own and t.is_local_main is not own["is_local_main"]
+    ):
         return None
     return t
 
 
 _TOPOLOGY_FIELDS = {a.name: a for a in attrs.fields(Topology)}
+_KEPT = tuple(name for name in _TOPOLOGY_FIELDS if name not in ONE_BY_ONE)  # a cheap record's fields as its base's
+_set = object.__setattr__  # the record is frozen: its own __setattr__ refuses
 
 
 def _id(message: Mapping[str, Any]) -> str | None:
@@ -1015,6 +1051,7 @@ def _serve(
     training's connections will reach too, whatever rank 0's own lookup of the main name says (Debian
     maps a host's own name to 127.0.1.1)."""
     strangers: list[Member] = []
+    bases = Bases()
     admitted: dict[str | None, Member] = {}  # by record id: a record that comes twice (its leader died) counts once
     anonymous: list[Member] = []  # records without an id
     expected = [meeting.size]
@@ -1025,7 +1062,7 @@ def _serve(
         if meeting.job is not None and job is not None and job != meeting.job:
             strangers.extend(m for _, m in members_of(message))
             return f"this is job {meeting.job!r}, and the process is in job {job!r}"
-        for key, m in members_of(message):
+        for key, m in members_of(message, bases):
             if key is None:
                 anonymous.append(m)
             else:

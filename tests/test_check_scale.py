@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import attrs
 import pytest
 
 import resolver
@@ -12,7 +13,7 @@ from probes.exchange import ExchangeFailed
 from probes.hostlocal import compact
 from probes.limits import OpenFiles, open_files, raise_open_files
 from resolver import _check
-from resolver._check import _failed_meeting, _Meeting, members_of, record
+from resolver._check import Bases, _failed_meeting, _Meeting, members_of, record
 from tests.test_check import meet, world
 
 
@@ -33,6 +34,34 @@ def test_a_batch_reads_back_as_its_records() -> None:
     assert [k for k, _ in got] == [m["id"] for m in mine]
     assert [m.topology for _, m in got] == list(topologies[4:])
     assert all(m.host == "h2" for _, m in got)
+
+
+def test_batches_of_hosts_alike_read_as_their_records_through_one_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 reads the first batch's topology once; the next host's batch (another node rank, other
+    local ranks) reads back exactly as its records, and a batch that differs in more is read whole."""
+    job, envs = world(12, hosts=("h1", "h2", "h3"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    read_whole: list[object] = []
+    whole = _check.member
+
+    def counted(message: dict[str, object]) -> _check.Member:
+        read_whole.append(message)
+        return whole(message)
+
+    monkeypatch.setattr(_check, "member", counted)
+    bases = Bases()
+    for host, part in (("h1", topologies[0:4]), ("h2", topologies[4:8]), ("h3", topologies[8:12])):
+        batch = json.loads(json.dumps({"host": host, **compact([record(t, host) for t in part])}))
+        got = members_of(batch, bases)
+        assert [m.topology for _, m in got] == list(part), host
+        assert [m.rank for _, m in got] == [t.global_rank for t in part]
+    assert bases.topology == topologies[0]
+    assert len(read_whole) == 1  # three hosts alike: one record read whole
+    # another job id: not the base's record with other integers, so it is read whole, and says so
+    other = [attrs.evolve(t, job_id="other") for t in topologies[4:8]]
+    batch = json.loads(json.dumps({"host": "h2", **compact([record(t, "h2") for t in other])}))
+    assert [m.topology.job_id for _, m in members_of(batch, bases)] == ["other"] * 4  # type: ignore[union-attr]
+    assert len(read_whole) == 2
 
 
 def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
