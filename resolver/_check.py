@@ -53,8 +53,8 @@ from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
 from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server  # noqa: E402
-from probes.hostlocal import expand, meet  # noqa: E402
-from probes.limits import OpenFiles, raise_open_files  # noqa: E402
+from probes.hostlocal import expand, listen_queue, meet  # noqa: E402
+from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
 from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
 
@@ -1091,6 +1091,7 @@ def _serve(
             tell_everyone(_limit_problem(meeting, host, files, count()))
 
     started = time.monotonic()
+    overflows = listen_overflows()
 
     def progress(_: list[Arrival]) -> None:
         size = expected[0]
@@ -1115,6 +1116,8 @@ def _serve(
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
     found = verdict(members, strangers=strangers, world_size=expected[0], note=note)
     extra = [*shortage, *_lost_leaders(members)]
+    if found.missing and not shortage:
+        extra += _turned_away(overflows, listen_overflows(), host)
     if extra:
         found = attrs.evolve(found, problems=(*extra, *found.problems))
     wire = found.to_wire()
@@ -1140,6 +1143,27 @@ def _limit_problem(meeting: _Meeting, host: str, files: OpenFiles, held: int | N
         f"name healthy processes missing; {files.fix()}; training's rendezvous at "
         f"{_endpoint(meeting.address, meeting.port)} would need them too",
     )
+
+
+def _turned_away(before: int | None, after: int | None, host: str) -> list[Problem]:
+    """Connection attempts the kernel dropped at a full listen queue on rank 0's host while it waited:
+    the missing processes may have run and been turned away, which is not theirs to fix."""
+    if before is None or after is None or after <= before:
+        return []
+    queue = listen_queue()
+    return [
+        Problem(
+            kind="backlog",
+            ranks=(0,),
+            hosts=(host,),
+            message=f"the kernel on {host} turned away {after - before} connection attempts at a full listen "
+            f"queue while rank 0 waited (TcpExt ListenOverflows in /proc/net/netstat, every listener's; a queue "
+            f"holds at most net.core.somaxconn, {queue} there): the missing processes may have run and "
+            f"been dropped there; fix: raise net.core.somaxconn on rank 0's host (`sysctl -w "
+            f"net.core.somaxconn={max(65535, queue)}`), or let the processes of a host meet through their host "
+            "leader (Linux, abstract Unix sockets)",
+        )
+    ]
 
 
 def _lost_leaders(members: Sequence[Member]) -> list[Problem]:

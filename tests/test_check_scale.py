@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
+from pathlib import Path
 
 import attrs
 import pytest
@@ -11,7 +14,7 @@ import pytest
 import resolver
 from probes.exchange import ExchangeFailed
 from probes.hostlocal import compact
-from probes.limits import OpenFiles, open_files, raise_open_files
+from probes.limits import OpenFiles, listen_overflows, open_files, raise_open_files
 from resolver import _check
 from resolver._check import Bases, _failed_meeting, _Meeting, members_of, record
 from tests.test_check import meet, world
@@ -77,6 +80,59 @@ def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pyt
         assert limit, r.problems
         assert "soft 64, hard 64" in limit[0].message and "ulimit -n 1024" in limit[0].message
         assert not [p for p in r.problems if p.kind == "missing"]
+
+
+def test_connections_the_kernel_dropped_at_rank_0_are_named_beside_the_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank missing while rank 0's host turned connection attempts away at a full listen queue: the
+    report says so (the process may have run), with the count and the fix, beside the missing rank."""
+    counts = iter([1000, 1250])
+    monkeypatch.setattr(_check, "listen_overflows", lambda: next(counts))
+    job, envs = world(4)
+    reports = meet(job, envs, timeout=2.0, skip=(3,))
+    zero = reports[0]
+    assert [p.kind for p in zero.problems if p.kind in ("backlog", "missing")] == ["backlog", "missing"]
+    backlog = next(p for p in zero.problems if p.kind == "backlog")
+    assert "turned away 250 connection attempts" in backlog.message
+    assert "net.core.somaxconn" in backlog.message and "sysctl -w" in backlog.message
+
+
+def test_a_healthy_meeting_says_nothing_of_drops_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = iter([1000, 1250])  # another listener's drops while every process came: not this job's problem
+    monkeypatch.setattr(_check, "listen_overflows", lambda: next(counts))
+    job, envs = world(4)
+    assert all(r.ok for r in meet(job, envs))
+
+
+@pytest.mark.skipif(listen_overflows() is None, reason="the kernel keeps no TcpExt ListenOverflows here")
+def test_the_overflow_counter_counts_a_full_listen_queue() -> None:
+    """Loopback only: a listener that never accepts, a queue of one, a few connects."""
+    before = listen_overflows()
+    assert before is not None
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as server:
+        port = server.getsockname()[1]
+        clients = []
+        for _ in range(6):
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+            clients.append(c)
+        time.sleep(0.3)
+        after = listen_overflows()
+        for c in clients:
+            c.close()
+    assert after is not None and after > before
+
+
+def test_the_overflow_counter_reads_netstat_s_table(tmp_path: Path) -> None:
+    netstat = tmp_path / "netstat"
+    netstat.write_text(
+        "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 17 19\nIpExt: InOctets\nIpExt: 5\n"
+    )
+    assert listen_overflows(netstat) == 17
+    netstat.write_text("IpExt: InOctets\nIpExt: 5\n")
+    assert listen_overflows(netstat) is None
+    assert listen_overflows(tmp_path / "absent") is None
 
 
 def test_raising_the_soft_limit_stays_under_the_hard_limit() -> None:
