@@ -148,43 +148,39 @@ def _text(value: Any) -> str:
 
 def member(message: Mapping[str, Any]) -> Member:
     """A received record, checked: a record that is not a topology is the sender's own error."""
-    host = _text(message.get("host", "?"))
-    rank = message.get("rank")
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
-    version = _text(message.get("version", "?"))
-    net = message.get("net") if isinstance(message.get("net"), dict) else None
     error = message.get("error")
     data = message.get("topology")
     if data is not None:
         try:
-            topology = Topology.from_dict(data)
+            return _member(message, Topology.from_dict(data))
         except (TopologyError, TypeError, ValueError, KeyError) as exc:
             error = {"message": f"sent a record that is not a topology: {exc}"}
-        else:
-            lost = message.get("lost_leader")
-            return Member(
-                rank=topology.global_rank,
-                host=host,
-                topology=topology,
-                version=version,
-                world_size=topology.world_size,
-                lost_leader=lost if isinstance(lost, dict) else None,
-                net=net,
-            )
-    if not isinstance(error, dict):
-        error = {"message": "sent neither a topology nor an error"}
-    size = message.get("world_size")
-    size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-    lost = message.get("lost_leader")
+    return _member(
+        message, None, error if isinstance(error, dict) else {"message": "sent neither a topology nor an error"}
+    )
+
+
+def _member(message: Mapping[str, Any], topology: Topology | None, error: Mapping[str, Any] | None = None) -> Member:
+    """The process of `message` with its record read (`topology`), or with the `error` it sent instead:
+    then its rank and world size are the ones its launcher's variables claim, when they are sane."""
+    net, lost = message.get("net"), message.get("lost_leader")
+    rank: int | None
+    size: int | None
+    if topology is not None:
+        rank, size = topology.global_rank, topology.world_size
+    else:
+        claimed, sized = message.get("rank"), message.get("world_size")
+        rank = claimed if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed >= 0 else None
+        size = sized if isinstance(sized, int) and not isinstance(sized, bool) and sized > 0 else None
     return Member(
         rank=rank,
-        host=host,
-        topology=None,
+        host=_text(message.get("host", "?")),
+        topology=topology,
         error=error,
-        version=version,
+        version=_text(message.get("version", "?")),
         world_size=size,
         lost_leader=lost if isinstance(lost, dict) else None,
-        net=net,
+        net=net if isinstance(net, dict) else None,
     )
 
 
@@ -219,7 +215,7 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
         if cheap_only and base is not None:
             cheap = _evolve(base, whole["topology"])
             if cheap is not None:
-                out.append((_id(whole), _cheap_member(cheap, whole)))
+                out.append((_id(whole), _member(whole, cheap)))
                 continue
         m = member(whole)
         if base is None and cheap_only and m.topology is not None:
@@ -228,19 +224,6 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
                 bases.learn(inner, base)  # type: ignore[arg-type] # cheap_only: inner is a dict
         out.append((_id(whole), m))
     return out
-
-
-def _cheap_member(topology: Topology, whole: Mapping[str, Any]) -> Member:
-    net, lost = whole.get("net"), whole.get("lost_leader")
-    return Member(
-        rank=topology.global_rank,
-        host=_text(whole.get("host", "?")),
-        topology=topology,
-        version=_text(whole.get("version", "?")),
-        world_size=topology.world_size,
-        net=net if isinstance(net, dict) else None,
-        lost_leader=lost if isinstance(lost, dict) else None,
-    )
 
 
 class Bases:
