@@ -791,9 +791,10 @@ def check(
     own: dict[str, Any] = {}  # this process's network facts, once gathered
 
     def net(connected: Connected | None = None) -> dict[str, Any]:
-        if connected is None:  # a process meeting in the launcher's store: the probes say the way
-            own.update(facts(environ, meeting.address, asked, ifname=ifname))
-            return own
+        if connected is None:  # the probes say the way (in the launcher's store, or to a host leader)
+            found = facts(environ, meeting.address, asked, ifname=ifname)
+            own.update(found)
+            return found  # new at every call, as meet's `about` must be
         found = facts(
             environ,
             meeting.address,
