@@ -254,8 +254,9 @@ def facts(
     when this process connected; else they are asked of the probes (`lookup`, `route`): rank 0, and
     a process meeting through a launcher's store. `waited`: seconds the name took to resolve.
     `ifname`: `exec --ifname` will set the interface variables the user left unset.
+    Nothing in it differs between two processes of a host that asked the same probes, so a host
+    leader's batch carries it once (probes/hostlocal.py `compact`).
     """
-    started = time.monotonic()
     table, table_error = _ask(probes.interfaces)
     table = {str(k): tuple(v) for k, v in (table or {}).items()}
     lookup_error = None
@@ -302,7 +303,6 @@ def facts(
         "hostname_error": hostname_error,
         "ifnames": ifnames,
         "proxy": None if proxied is None else {"variable": proxied[0], "value": proxied[1]},
-        "seconds": round(time.monotonic() - started, 4),
     }
 
 
