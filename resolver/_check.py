@@ -121,14 +121,19 @@ def record(
     rank: int | None = None,
     size: int | None = None,
 ) -> dict[str, Any]:
-    """What one process sends rank 0: JSON-safe, under 2 KB. The record's provenance says where each
-    value came from; rank 0 reads it only to name the variable of a problem. A process that cannot
-    resolve sends the rank and world size its launcher's variables claim, when they do: rank 0 then
-    knows how many to wait for. `id` tells two records apart (threads of one process share a pid)."""
+    """What one process sends rank 0: JSON-safe, under 2 KB, the job's host list left out. The record's
+    provenance says where each value came from; rank 0 reads it only to name the variable of a problem.
+    A process that cannot resolve sends the rank and world size its launcher's variables claim, when
+    they do: rank 0 then knows how many to wait for. `id` tells two records apart (threads of one
+    process share a pid)."""
     out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid(), "id": _new_id()}
     if topology is not None:
         out["rank"] = topology.global_rank
-        out["topology"] = topology.to_dict()
+        out["topology"] = data = topology.to_dict()
+        # the job's host list is alike in every record and no rule reads it; a SLURM job of 5,000 nodes
+        # makes it 90 KB, over what rank 0 takes from one connection (RECORD_LIMIT): it stays home
+        data["hostnames"] = None
+        data["provenance"].pop("hostnames", None)
     else:
         out["rank"] = rank
         out["world_size"] = size

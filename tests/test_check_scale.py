@@ -6,17 +6,19 @@ import contextlib
 import json
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import pytest
 
 import resolver
-from probes.exchange import ExchangeFailed
+from probes.exchange import RECORD_LIMIT, ExchangeFailed
 from probes.hostlocal import compact
 from probes.limits import OpenFiles, listen_overflows, open_files, raise_open_files
 from resolver import _check
 from resolver._check import Bases, _failed_meeting, _Meeting, members_of, record
+from resolver.testing import slurm_env
 from tests.test_check import meet, world
 
 
@@ -65,6 +67,23 @@ def test_batches_of_hosts_alike_read_as_their_records_through_one_base(monkeypat
     batch = json.loads(json.dumps({"host": "h2", **compact([record(t, "h2") for t in other])}))
     assert [m.topology.job_id for _, m in members_of(batch, bases)] == ["other"] * 4  # type: ignore[union-attr]
     assert len(read_whole) == 2
+
+
+def test_a_record_of_a_job_on_5000_nodes_stays_small() -> None:
+    """SLURM's host list of 5,000 nodes is 90 KB in a topology, more than rank 0 takes from one connection:
+    the record leaves it out (no rule reads it), and rank 0 reads the rest back."""
+    nodes = [f"gpu-node-{i:05d}" for i in range(5000)]
+    process = slurm_env(nodes=nodes, ntasks=20000, tasks_per_node=4, procid=9)
+    topology = resolver.resolve(process.environ, process.probes())
+    assert topology.hostnames is not None and len(topology.hostnames) == 5000
+    sent = record(topology, "gpu-node-00002")
+    assert len(json.dumps(sent)) < 4096 < RECORD_LIMIT
+    got = members_of(json.loads(json.dumps(sent)))[0][1].topology
+    assert got == attrs.evolve(topology, hostnames=None, provenance=without(topology.provenance, "hostnames"))
+
+
+def without(mapping: Mapping[str, object], key: str) -> dict[str, object]:
+    return {k: v for k, v in mapping.items() if k != key}
 
 
 def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
