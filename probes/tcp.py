@@ -176,6 +176,7 @@ class _Root:
         self.objects: list[Any] = [None] * self.size
         self.ids: dict[int, str | None] = {}  # rank -> the id of its record: one that comes twice counts once
         self.broken: str | None = None  # why the collective cannot complete, told to every rank at once
+        self.heard = 0  # records received, kept or not: once broken, rank 0 stops when as many as ranks came
 
     def _fail(self, what: str) -> ProbeFailed:
         return self.comm._fail(what)  # the same words as the other ranks'
@@ -210,7 +211,7 @@ class _Root:
             arrivals = server.gather(
                 deadline=deadline,
                 admit=lambda message: self.admit(message, server),
-                done=lambda _: len(self.ids) >= self.size,
+                done=lambda _: len(self.ids) >= self.size or (self.broken is not None and self.heard >= self.size - 1),
                 starved=starved,
             )
             comm.connections = len(arrivals)
@@ -247,6 +248,7 @@ class _Root:
         """Take a rank's record, or a host's batch of them; the first record that cannot belong to this
         collective (another size or collective, a rank out of range or twice) breaks it for everyone."""
         for record in _records(message):
+            self.heard += 1
             why = self.take(record)
             if why is not None and self.broken is None:
                 self.stop(server, why)
