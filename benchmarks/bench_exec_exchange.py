@@ -173,7 +173,9 @@ def one_run(mode: str, size: int, workers: int) -> dict[str, Any]:
         proc.stdin.close()
     reports = []
     for proc in procs:
-        out = proc.stdout.read() if proc.stdout is not None else ""
+        assert proc.stdout is not None  # made with stdout=PIPE
+        with proc.stdout:
+            out = proc.stdout.read()
         proc.wait(timeout=TIMEOUT + 60)
         reports.append(json.loads(out.strip().splitlines()[-1]))
     root = reports[0]
@@ -188,14 +190,14 @@ def one_run(mode: str, size: int, workers: int) -> dict[str, Any]:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=8, help="OS processes holding the ranks 1..N-1 as threads")
     parser.add_argument("--modes", nargs="+", default=["census", "allgather"], choices=["census", "allgather"])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         spec = json.loads(args.worker)
         print(json.dumps(run_ranks(spec["mode"], spec["ranks"], spec["size"], spec["port"])))

@@ -330,7 +330,7 @@ def test_relay_gives_each_process_its_own_part_of_rank_0s_answer_and_local_ends_
     def run(r: int) -> None:
         rec = {"id": f"id{r}", "rank": r, "host": "h1"}
         deadline = time.monotonic() + 20
-        kw = {"round_": ROUND, "job": "j", "host": "h1", "deadline": deadline, "joiner": rank0}
+        kw: dict[str, Any] = {"round_": ROUND, "job": "j", "host": "h1", "deadline": deadline, "joiner": rank0}
         out.append(meet("127.0.0.1", 1, rec, relay=part, local=3, **kw))
 
     start = time.monotonic()
