@@ -9,18 +9,20 @@ rank 0's answer, and the first rank (in rank order) that sent an error.
 
 Two ways reach the same `Place`, and the MPI source takes whichever the communicator offers:
 
-- an `allgather` (mpi4py's, or a fake's): every rank receives every answer and tallies them itself,
-  O(N) bytes per rank, which MPI moves well;
+- an `allgather` (mpi4py's, or a fake's): every rank receives every answer and counts them itself
+  (resolver/sources/mpi.py, which does not import this module: the resolver imports `probes` at run
+  time only after checking it is ours), O(N) bytes per rank, which MPI moves well;
 - a `census` (probes/tcp.py, for `cluster-topology exec`, which must not initialise MPI): only rank 0
   tallies, and a host's batch of ranks receives `batch_answer` (the job-wide facts once, and a seat
   of four integers per rank of the batch); each rank keeps its own seat (`narrow`). At 100,000 ranks
   an allgather over TCP would move every answer to every rank: hundreds of GB from rank 0.
 
-The host names are part of the job-wide facts only up to `HOSTNAMES_MOST` nodes, on either way (so
-that the two give identical records): above it each host batch would carry every host's name, O(hosts^2)
-bytes from rank 0 (12,500 hosts of 16-byte names: 2.5 GB), and a record that carries them would no
-longer fit the preflight's record limit (64 KiB). The node count and every rank's node rank are exact
-at any size; only the list of names is left out, and the MPI source says so in its provenance.
+Both follow one definition, and tests compare them on random layouts. The host names are part of
+the job-wide facts only up to `HOSTNAMES_MOST` nodes, either way (so that the two give identical
+records): above it each host batch would carry every host's name, O(hosts^2) bytes from rank 0
+(12,500 hosts of 16-byte names: 2.5 GB), and a record that carries them would no longer fit the
+preflight's record limit (64 KiB). The node count and every rank's node rank are exact at any size;
+only the list of names is left out, and the MPI source says so in its provenance.
 """
 
 from __future__ import annotations
