@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATES",
+    "HOSTNAMES_MOST",
     "LAUNCHERS",
     "LIBMPI_HINT",
     "MPICH_HINT",
