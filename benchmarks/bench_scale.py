@@ -304,6 +304,7 @@ def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
         me = {"id": records[0]["id"], "rank": first, "pid": os.getpid(), "host": host_of(first)}
         batches[first] = {"host": host_of(first), "leader": me, **compact(records)}
     ready_and_wait()
+    cpu = time.process_time()
 
     def one(first: int) -> bool:
         pace(nodes, time.monotonic() + TIMEOUT)  # as a leader does (probes.hostlocal)
@@ -323,7 +324,12 @@ def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
     count = sum(
         min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f, x in zip(leaders, results, strict=True) if x is True
     )
-    return {"ok": count, "n": sum(min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f in leaders), "end": end}
+    return {
+        "ok": count,
+        "n": sum(min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f in leaders),
+        "end": end,
+        "cpu": time.process_time() - cpu,
+    }
 
 
 def worker(argv: list[str]) -> int:
@@ -490,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - the cases in 
             done.append((seconds, ok, zero))
             print(
                 f"        emulated run: {seconds:.2f} s to the last leader's answer; rank 0 wall {zero['end0']:.2f} s, "
-                f"CPU {zero['cpu0']:.2f} s; all ok {ok}",
+                f"CPU {zero['cpu0']:.2f} s; the leaders' CPU {sum(r.get('cpu', 0) for r in zero['all'][1:]):.2f} s; "
+                f"all ok {ok}",
                 flush=True,
             )
         line(

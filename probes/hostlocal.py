@@ -176,7 +176,8 @@ def meet(
     for that many connections); `joiner` meets rank 0 (`join`; tests pass a wrapper). `about` and
     `on_wait` go to `join`; `about(None)` also gives the fields this process sends its leader beside its
     record (a follower has no connection of its own to rank 0), and a leader's `about(connected)` is
-    its own record's, sent beside the batch.
+    its own record's, sent beside the batch. `about` returns a new mapping at every call (this one is
+    kept and sent as it is).
 
     `relay(answer, record)`, when given, is what a process whose `record` rank 0's `answer` covered
     gets: a leader relays each follower its own part (rank 0 may answer a batch with something for
@@ -189,8 +190,8 @@ def meet(
     mine = dict(message)
     if "id" not in mine:
         mine["id"] = f"{random.getrandbits(64):016x}"  # tells records apart, guards nothing
-    if about is not None:  # a copy: what `about` returns may change when it is asked again once connected
-        mine.update(json.loads(json.dumps(about(None))))
+    if about is not None:  # kept as it is: `about` gives a new mapping at every call
+        mine.update(about(None))
     talk = {
         "round_": round_,
         "job": job,

@@ -11,10 +11,11 @@ numbers and the fix, instead of blaming the processes it could not hold.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import attrs
 
-__all__ = ["RESERVE", "OpenFiles", "open_files", "raise_open_files"]
+__all__ = ["RESERVE", "OpenFiles", "listen_overflows", "open_files", "raise_open_files"]
 
 RESERVE = 16  # descriptors kept for everything but the connections: the listener, the selector, logs
 
@@ -93,3 +94,22 @@ def raise_open_files(need: int) -> OpenFiles:
         except (ValueError, OSError):
             return now
     return open_files(need)
+
+
+def listen_overflows(netstat: Path = Path("/proc/net/netstat")) -> int | None:
+    """How many connection attempts the kernel turned away at a full listen queue in this network
+    namespace so far (`TcpExt: ListenOverflows`, every listener's together); None where it is not kept.
+
+    Tens of thousands of processes connecting at once overflow a queue of `net.core.somaxconn` (4,096):
+    the kernel drops their SYNs and the clients retry for seconds. A rank 0 that finds processes missing
+    reads the counter's growth to say they may have been turned away there rather than not started."""
+    try:
+        lines = netstat.read_text().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:") and values.startswith("TcpExt:"):
+            table = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            value = table.get("ListenOverflows")
+            return int(value) if value is not None and value.isdigit() else None
+    return None

@@ -53,8 +53,8 @@ from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
 from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server  # noqa: E402
-from probes.hostlocal import expand, meet  # noqa: E402
-from probes.limits import OpenFiles, raise_open_files  # noqa: E402
+from probes.hostlocal import expand, listen_queue, meet  # noqa: E402
+from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
 from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
 
@@ -148,50 +148,48 @@ def _text(value: Any) -> str:
 
 def member(message: Mapping[str, Any]) -> Member:
     """A received record, checked: a record that is not a topology is the sender's own error."""
-    host = _text(message.get("host", "?"))
-    rank = message.get("rank")
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
-    version = _text(message.get("version", "?"))
-    net = message.get("net") if isinstance(message.get("net"), dict) else None
     error = message.get("error")
     data = message.get("topology")
     if data is not None:
         try:
-            topology = Topology.from_dict(data)
+            return _member(message, Topology.from_dict(data))
         except (TopologyError, TypeError, ValueError, KeyError) as exc:
             error = {"message": f"sent a record that is not a topology: {exc}"}
-        else:
-            lost = message.get("lost_leader")
-            return Member(
-                rank=topology.global_rank,
-                host=host,
-                topology=topology,
-                version=version,
-                world_size=topology.world_size,
-                lost_leader=lost if isinstance(lost, dict) else None,
-                net=net,
-            )
-    if not isinstance(error, dict):
-        error = {"message": "sent neither a topology nor an error"}
-    size = message.get("world_size")
-    size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-    lost = message.get("lost_leader")
-    return Member(
-        rank=rank,
-        host=host,
-        topology=None,
-        error=error,
-        version=version,
-        world_size=size,
-        lost_leader=lost if isinstance(lost, dict) else None,
-        net=net,
+    return _member(
+        message, None, error if isinstance(error, dict) else {"message": "sent neither a topology nor an error"}
     )
 
 
-def members_of(message: Mapping[str, Any]) -> list[tuple[str | None, Member]]:
+def _member(message: Mapping[str, Any], topology: Topology | None, error: Mapping[str, Any] | None = None) -> Member:
+    """The process of `message` with its record read (`topology`), or with the `error` it sent instead:
+    then its rank and world size are the ones its launcher's variables claim, when they are sane."""
+    net, lost = message.get("net"), message.get("lost_leader")
+    rank: int | None
+    size: int | None
+    if topology is not None:
+        rank, size = topology.global_rank, topology.world_size
+    else:
+        claimed, sized = message.get("rank"), message.get("world_size")
+        rank = claimed if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed >= 0 else None
+        size = sized if isinstance(sized, int) and not isinstance(sized, bool) and sized > 0 else None
+    return Member(
+        rank=rank,
+        host=_text(message.get("host", "?")),
+        topology=topology,
+        error=error,
+        version=_text(message.get("version", "?")),
+        world_size=size,
+        lost_leader=lost if isinstance(lost, dict) else None,
+        net=net if isinstance(net, dict) else None,
+    )
+
+
+def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[tuple[str | None, Member]]:
     """The records in one message, each with its `id`: one for a process, a host's batch for a leader's
     (probes/hostlocal.py). A batch's shared topology is read once; each record that differs from it only
-    in `ONE_BY_ONE` integers costs those integers and its host, not a record to rebuild."""
+    in `ONE_BY_ONE` integers costs those integers and its host, not a record to rebuild. With `bases`
+    (rank 0 keeps one for the whole meeting), a batch whose shared topology differs from an earlier
+    batch's only in those integers is not read at all: the job's hosts alike cost one record to read."""
     records = message.get("records")
     if not isinstance(records, list):
         return [(_id(message), member(message))]
@@ -204,36 +202,49 @@ def members_of(message: Mapping[str, Any]) -> list[tuple[str | None, Member]]:
         [{**records[0], **beside}, *records[1:]] if beside and records and isinstance(records[0], dict) else records
     )
     inner = shared.get("topology")
-    base: Topology | None = None
+    inner = inner if isinstance(inner, dict) else None
+    base = None if bases is None or inner is None else bases.like(inner)
     out: list[tuple[str | None, Member]] = []
     for raw in records[: 1 << 20]:
         if not isinstance(raw, dict):
             continue
         whole = expand(shared, raw)
         own = raw.get("topology")
-        if isinstance(inner, dict) and isinstance(own, dict) and base is not None and set(own) <= _CHEAP:
-            cheap = _evolve(base, own)
+        # a record whose own fields are `_CHEAP` integers, all of them known: the base with its integers
+        cheap_only = inner is not None and isinstance(own, dict) and set(own) <= _CHEAP <= whole["topology"].keys()
+        if cheap_only and base is not None:
+            cheap = _evolve(base, whole["topology"])
             if cheap is not None:
-                out.append(
-                    (
-                        _id(whole),
-                        Member(
-                            rank=cheap.global_rank,
-                            host=_text(whole.get("host", "?")),
-                            topology=cheap,
-                            version=_text(whole.get("version", "?")),
-                            world_size=cheap.world_size,
-                            net=whole["net"] if isinstance(whole.get("net"), dict) else None,
-                            lost_leader=whole["lost_leader"] if isinstance(whole.get("lost_leader"), dict) else None,
-                        ),
-                    )
-                )
+                out.append((_id(whole), _member(whole, cheap)))
                 continue
         m = member(whole)
-        if base is None and m.topology is not None and isinstance(inner, dict):
+        if base is None and cheap_only and m.topology is not None:
             base = m.topology
+            if bases is not None:
+                bases.learn(inner, base)  # type: ignore[arg-type] # cheap_only: inner is a dict
         out.append((_id(whole), m))
     return out
+
+
+class Bases:
+    """Rank 0's first batch topology, for the batches that share everything with it but `_CHEAP`'s fields.
+
+    A record of 131,072 rebuilt from its dict costs rank 0 about 75 us (every field and origin checked);
+    the same record as an earlier one with other integers costs their validators (`_evolve`)."""
+
+    def __init__(self) -> None:
+        self.key: dict[str, Any] | None = None
+        self.topology: Topology | None = None
+
+    def like(self, inner: Mapping[str, Any]) -> Topology | None:
+        if self.key is None:
+            return None
+        return self.topology if {k: v for k, v in inner.items() if k not in _CHEAP} == self.key else None
+
+    def learn(self, inner: Mapping[str, Any], topology: Topology) -> None:
+        if self.key is None:
+            self.key = {k: v for k, v in inner.items() if k not in _CHEAP}
+            self.topology = topology
 
 
 _CHEAP = {*ONE_BY_ONE, "is_main", "is_local_main"}
@@ -245,25 +256,33 @@ def _evolve(base: Topology, own: Mapping[str, Any]) -> Topology | None:
 
     Not `attrs.evolve`: it runs every converter and validator again (the provenance's among them), 10 us
     a record, a second at rank 0 for 131,072; here only the changed fields' validators and the checks
-    between fields run (3.6 us)."""
-    changes = {k: v for k, v in own.items() if k in ONE_BY_ONE}
+    between fields run (6 us)."""
     t = object.__new__(Topology)
-    for name in _TOPOLOGY_FIELDS:
-        object.__setattr__(t, name, changes[name] if name in changes else getattr(base, name))
+    for name in _KEPT:
+        _set(t, name, getattr(base, name))
     try:
-        for name, value in changes.items():
+        for name in ONE_BY_ONE:
+            if name not in own:
+                _set(t, name, getattr(base, name))
+                continue
+            value = own[name]
+            _set(t, name, value)
             field = _TOPOLOGY_FIELDS[name]
             if field.validator is not None:
                 field.validator(t, field, value)
         t.__attrs_post_init__()
     except (TopologyError, TypeError, ValueError):
         return None
-    if any(getattr(t, k) is not v for k, v in own.items() if k in ("is_main", "is_local_main")):
+    if ("is_main" in own and t.is_main is not own["is_main"]) or (
+        "is_local_main" in own and t.is_local_main is not own["is_local_main"]
+    ):
         return None
     return t
 
 
 _TOPOLOGY_FIELDS = {a.name: a for a in attrs.fields(Topology)}
+_KEPT = tuple(name for name in _TOPOLOGY_FIELDS if name not in ONE_BY_ONE)  # a cheap record's fields as its base's
+_set = object.__setattr__  # the record is frozen: its own __setattr__ refuses
 
 
 def _id(message: Mapping[str, Any]) -> str | None:
@@ -772,9 +791,10 @@ def check(
     own: dict[str, Any] = {}  # this process's network facts, once gathered
 
     def net(connected: Connected | None = None) -> dict[str, Any]:
-        if connected is None:  # a process meeting in the launcher's store: the probes say the way
-            own.update(facts(environ, meeting.address, asked, ifname=ifname))
-            return own
+        if connected is None:  # the probes say the way (in the launcher's store, or to a host leader)
+            found = facts(environ, meeting.address, asked, ifname=ifname)
+            own.update(found)
+            return found  # new at every call, as meet's `about` must be
         found = facts(
             environ,
             meeting.address,
@@ -1015,6 +1035,7 @@ def _serve(
     training's connections will reach too, whatever rank 0's own lookup of the main name says (Debian
     maps a host's own name to 127.0.1.1)."""
     strangers: list[Member] = []
+    bases = Bases()
     admitted: dict[str | None, Member] = {}  # by record id: a record that comes twice (its leader died) counts once
     anonymous: list[Member] = []  # records without an id
     expected = [meeting.size]
@@ -1025,7 +1046,7 @@ def _serve(
         if meeting.job is not None and job is not None and job != meeting.job:
             strangers.extend(m for _, m in members_of(message))
             return f"this is job {meeting.job!r}, and the process is in job {job!r}"
-        for key, m in members_of(message):
+        for key, m in members_of(message, bases):
             if key is None:
                 anonymous.append(m)
             else:
@@ -1054,6 +1075,7 @@ def _serve(
             tell_everyone(_limit_problem(meeting, host, files, count()))
 
     started = time.monotonic()
+    overflows = listen_overflows()
 
     def progress(_: list[Arrival]) -> None:
         size = expected[0]
@@ -1078,6 +1100,8 @@ def _serve(
     note = "" if complete else f" within {timeout:g} s at {_endpoint(meeting.address, meeting.port)}"
     found = verdict(members, strangers=strangers, world_size=expected[0], note=note)
     extra = [*shortage, *_lost_leaders(members)]
+    if found.missing and not shortage:
+        extra += _turned_away(overflows, listen_overflows(), host)
     if extra:
         found = attrs.evolve(found, problems=(*extra, *found.problems))
     wire = found.to_wire()
@@ -1103,6 +1127,27 @@ def _limit_problem(meeting: _Meeting, host: str, files: OpenFiles, held: int | N
         f"name healthy processes missing; {files.fix()}; training's rendezvous at "
         f"{_endpoint(meeting.address, meeting.port)} would need them too",
     )
+
+
+def _turned_away(before: int | None, after: int | None, host: str) -> list[Problem]:
+    """Connection attempts the kernel dropped at a full listen queue on rank 0's host while it waited:
+    the missing processes may have run and been turned away, which is not theirs to fix."""
+    if before is None or after is None or after <= before:
+        return []
+    queue = listen_queue()
+    return [
+        Problem(
+            kind="backlog",
+            ranks=(0,),
+            hosts=(host,),
+            message=f"the kernel on {host} turned away {after - before} connection attempts at a full listen "
+            f"queue while rank 0 waited (TcpExt ListenOverflows in /proc/net/netstat, every listener's; a queue "
+            f"holds at most net.core.somaxconn, {queue} there): the missing processes may have run and "
+            f"been dropped there; fix: raise net.core.somaxconn on rank 0's host (`sysctl -w "
+            f"net.core.somaxconn={max(65535, queue)}`), or let the processes of a host meet through their host "
+            "leader (Linux, abstract Unix sockets)",
+        )
+    ]
 
 
 def _lost_leaders(members: Sequence[Member]) -> list[Problem]:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
+from pathlib import Path
 
+import attrs
 import pytest
 
 import resolver
 from probes.exchange import ExchangeFailed
 from probes.hostlocal import compact
-from probes.limits import OpenFiles, open_files, raise_open_files
+from probes.limits import OpenFiles, listen_overflows, open_files, raise_open_files
 from resolver import _check
-from resolver._check import _failed_meeting, _Meeting, members_of, record
+from resolver._check import Bases, _failed_meeting, _Meeting, members_of, record
 from tests.test_check import meet, world
 
 
@@ -35,6 +39,34 @@ def test_a_batch_reads_back_as_its_records() -> None:
     assert all(m.host == "h2" for _, m in got)
 
 
+def test_batches_of_hosts_alike_read_as_their_records_through_one_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 reads the first batch's topology once; the next host's batch (another node rank, other
+    local ranks) reads back exactly as its records, and a batch that differs in more is read whole."""
+    job, envs = world(12, hosts=("h1", "h2", "h3"))
+    topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    read_whole: list[object] = []
+    whole = _check.member
+
+    def counted(message: dict[str, object]) -> _check.Member:
+        read_whole.append(message)
+        return whole(message)
+
+    monkeypatch.setattr(_check, "member", counted)
+    bases = Bases()
+    for host, part in (("h1", topologies[0:4]), ("h2", topologies[4:8]), ("h3", topologies[8:12])):
+        batch = json.loads(json.dumps({"host": host, **compact([record(t, host) for t in part])}))
+        got = members_of(batch, bases)
+        assert [m.topology for _, m in got] == list(part), host
+        assert [m.rank for _, m in got] == [t.global_rank for t in part]
+    assert bases.topology == topologies[0]
+    assert len(read_whole) == 1  # three hosts alike: one record read whole
+    # another job id: not the base's record with other integers, so it is read whole, and says so
+    other = [attrs.evolve(t, job_id="other") for t in topologies[4:8]]
+    batch = json.loads(json.dumps({"host": "h2", **compact([record(t, "h2") for t in other])}))
+    assert [m.topology.job_id for _, m in members_of(batch, bases)] == ["other"] * 4  # type: ignore[union-attr]
+    assert len(read_whole) == 2
+
+
 def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     short = OpenFiles(soft=64, hard=64, open=60, need=30)
     monkeypatch.setattr(_check, "raise_open_files", lambda need: short)
@@ -48,6 +80,59 @@ def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pyt
         assert limit, r.problems
         assert "soft 64, hard 64" in limit[0].message and "ulimit -n 1024" in limit[0].message
         assert not [p for p in r.problems if p.kind == "missing"]
+
+
+def test_connections_the_kernel_dropped_at_rank_0_are_named_beside_the_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank missing while rank 0's host turned connection attempts away at a full listen queue: the
+    report says so (the process may have run), with the count and the fix, beside the missing rank."""
+    counts = iter([1000, 1250])
+    monkeypatch.setattr(_check, "listen_overflows", lambda: next(counts))
+    job, envs = world(4)
+    reports = meet(job, envs, timeout=2.0, skip=(3,))
+    zero = reports[0]
+    assert [p.kind for p in zero.problems if p.kind in ("backlog", "missing")] == ["backlog", "missing"]
+    backlog = next(p for p in zero.problems if p.kind == "backlog")
+    assert "turned away 250 connection attempts" in backlog.message
+    assert "net.core.somaxconn" in backlog.message and "sysctl -w" in backlog.message
+
+
+def test_a_healthy_meeting_says_nothing_of_drops_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = iter([1000, 1250])  # another listener's drops while every process came: not this job's problem
+    monkeypatch.setattr(_check, "listen_overflows", lambda: next(counts))
+    job, envs = world(4)
+    assert all(r.ok for r in meet(job, envs))
+
+
+@pytest.mark.skipif(listen_overflows() is None, reason="the kernel keeps no TcpExt ListenOverflows here")
+def test_the_overflow_counter_counts_a_full_listen_queue() -> None:
+    """Loopback only: a listener that never accepts, a queue of one, a few connects."""
+    before = listen_overflows()
+    assert before is not None
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as server:
+        port = server.getsockname()[1]
+        clients = []
+        for _ in range(6):
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+            clients.append(c)
+        time.sleep(0.3)
+        after = listen_overflows()
+        for c in clients:
+            c.close()
+    assert after is not None and after > before
+
+
+def test_the_overflow_counter_reads_netstat_s_table(tmp_path: Path) -> None:
+    netstat = tmp_path / "netstat"
+    netstat.write_text(
+        "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 17 19\nIpExt: InOctets\nIpExt: 5\n"
+    )
+    assert listen_overflows(netstat) == 17
+    netstat.write_text("IpExt: InOctets\nIpExt: 5\n")
+    assert listen_overflows(netstat) is None
+    assert listen_overflows(tmp_path / "absent") is None
 
 
 def test_raising_the_soft_limit_stays_under_the_hard_limit() -> None:
