@@ -267,3 +267,13 @@ def test_a_hard_limit_too_low_for_a_connection_per_host_fails_every_rank_at_once
         assert isinstance(r, ProbeFailed), results
         assert "may open 64 files (soft 64, hard 64, 62 open already)" in str(r)
         assert "needs about 4 more (a connection per host)" in str(r) and "ulimit -n 1024" in str(r)
+
+
+def test_tcp_comm_is_a_host_census_and_a_comm() -> None:
+    """The MPI source asks a comm with `census` for it (probes.HostCensus); TcpComm is one, mpi4py-shaped too."""
+    comm = TcpComm(1, 4, "127.0.0.1", 1, local_size=2)
+    assert isinstance(comm, probes.HostCensus) and isinstance(comm, probes.Comm)
+    with pytest.raises(ValueError, match="with a name or an error"):
+        comm.census((None, None, None, None))
+    with pytest.raises(ValueError, match=r"local_size 5 is not in 1\.\.4"):
+        TcpComm(1, 4, "127.0.0.1", 1, local_size=5)
