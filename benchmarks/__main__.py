@@ -25,6 +25,10 @@ RUNS = [
     ("in process: one resolve per source vs Lightning's classes", ["bench_inprocess"]),
     ("hostlists: expand/count/first/compress, 10^3..10^6 hosts, vs python-hostlist", ["bench_hostlist"]),
     ("MPI: resolve at 2, 4, 8 ranks vs one allgather of hostnames", ["bench_mpi", "--ranks", "2", "4", "8"]),
+    (
+        "exec's exchange: the census through host leaders vs the allgather, 256 and 1,024 ranks on hosts of 8",
+        ["bench_exec_exchange", "--ranks", "256", "1024", "--repeats", "3"],
+    ),
 ]
 
 

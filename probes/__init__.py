@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from probes._bundle import Comm, Probes, XlaRuntime
+    from probes._bundle import Comm, HostCensus, Probes, XlaRuntime
     from probes.fakes import FakeComm, FakeXla
 
-__all__ = ["Comm", "Probes", "XlaRuntime", "fake", "system"]
+__all__ = ["Comm", "HostCensus", "Probes", "XlaRuntime", "fake", "system"]
 
 # The mark by which the resolver tells this package from a user's own probes.py that shadows it
 # (resolver/_shadow.py): a module named probes without it is not ours.
@@ -28,6 +28,7 @@ __distribution__ = "cluster-topology"
 
 _SUBMODULES = (
     "bounded",
+    "census",
     "exchange",
     "fakes",
     "hostlocal",
@@ -42,7 +43,7 @@ _SUBMODULES = (
 def __getattr__(name: str) -> Any:
     # first use: importing the bundle, the live probes and the fakes with the package costs 3.5% of
     # resolve(os.environ) (callgrind: 290,461,944 instructions against 280,508,964), which needs none of them
-    if name in ("Comm", "Probes", "XlaRuntime"):
+    if name in ("Comm", "HostCensus", "Probes", "XlaRuntime"):
         from probes import _bundle  # on first use (3.5%, above)
 
         return getattr(_bundle, name)

@@ -1,4 +1,4 @@
-"""The bundle of probes and the shapes of what two of them return; `probes` re-exports all three.
+"""The bundle of probes and the shapes of what two of them return; `probes` re-exports them.
 
 Kept apart from `probes/__init__.py` so that asking one live probe (`resolve` asks `device_count`
 on most machines) does not build the bundle class: `probes.live` imports none of this at run time.
@@ -14,9 +14,10 @@ import attrs
 from resolver.errors import ProbeFailed
 
 if TYPE_CHECKING:
+    from probes.census import Answer, Place
     from probes.network import Route
 
-__all__ = ["Comm", "Probes", "XlaRuntime"]
+__all__ = ["Comm", "HostCensus", "Probes", "XlaRuntime"]
 
 
 @runtime_checkable
@@ -27,6 +28,16 @@ class Comm(Protocol):
     def Get_size(self) -> int: ...  # noqa: N802
     def allgather(self, sendobj: Any) -> list[Any]: ...
     def bcast(self, obj: Any, root: int = 0) -> Any: ...
+
+
+@runtime_checkable
+class HostCensus(Comm, Protocol):
+    """A `Comm` that also answers the MPI source's collective itself: `census(answer)` gives this rank its
+    `probes.census.Place` from every rank's answer without giving it every rank's (probes/tcp.py's
+    `TcpComm`, for `cluster-topology exec`). The MPI source asks it instead of `allgather` when a comm
+    has it; mpi4py's communicators and `FakeComm` do not, and go through `allgather`."""
+
+    def census(self, answer: Answer) -> Place: ...
 
 
 @runtime_checkable

@@ -165,6 +165,8 @@ def meet(
     joiner: _Joiner = join,
     about: Callable[[Any], Mapping[str, Any]] | None = None,
     on_wait: Callable[[str, float], None] | None = None,
+    relay: Callable[[Any, Mapping[str, Any]], Any] | None = None,
+    local: int | None = None,
 ) -> Any:
     """Meet rank 0 at `address:port` through this host's leader, as the leader, or directly when no
     host-local channel can be made; return rank 0's answer or raise `ExchangeFailed`, as `join` does.
@@ -176,6 +178,14 @@ def meet(
     record (a follower has no connection of its own to rank 0), and a leader's `about(connected)` is
     its own record's, sent beside the batch. `about` returns a new mapping at every call (this one is
     kept and sent as it is).
+
+    `relay(answer, record)`, when given, is what a process whose `record` rank 0's `answer` covered
+    gets: a leader relays each follower its own part (rank 0 may answer a batch with something for
+    each of its processes, and a follower needs only its own), keeps its own, and a process meeting
+    rank 0 directly gets its part too. Without it every process gets rank 0's answer as it is (the
+    check's verdict). `local` is how many processes the host has, when the caller knows it: a leader
+    stops taking followers once that many came (the check's records say it themselves, in
+    `topology.local_world_size`).
     """
     mine = dict(message)
     if "id" not in mine:
@@ -192,9 +202,9 @@ def meet(
         "about": about,
         "on_wait": on_wait,
     }
-    rank0 = _Rank0(address, port, talk, joiner, nodes)
+    rank0 = _Rank0(address, port, talk, joiner, nodes, relay, local)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
-        return rank0.join(mine, leader=False)
+        return rank0.join(mine, leader=False, own=mine)
     try:
         return _meet(channel_name(round_, job, address, port, host), mine, rank0)
     except ExchangeFailed as exc:
@@ -221,23 +231,32 @@ def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
             continue
         except _Direct:
             break
-    return rank0.join(mine, leader=False)
+    return rank0.join(mine, leader=False, own=mine)
 
 
 @attrs.frozen
 class _Rank0:
-    """How to meet rank 0: where, with `join`'s keywords, through `joiner`; `nodes` paces a leader's retries."""
+    """How to meet rank 0: where, with `join`'s keywords, through `joiner`; `nodes` paces a leader's retries;
+    `relay` and `local` as `meet` has them."""
 
     address: str
     port: int
     talk: dict[str, Any]
     joiner: _Joiner
     nodes: int | None
+    relay: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    local: int | None = None
 
-    def join(self, message: Mapping[str, Any], *, leader: bool) -> Any:
+    def join(self, message: Mapping[str, Any], *, leader: bool, own: Mapping[str, Any] | None = None) -> Any:
+        """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part."""
         talk = {**self.talk, "processes": self.nodes or self.talk["processes"]} if leader else self.talk
         pace(talk["processes"], talk["deadline"])
-        return self.joiner(self.address, self.port, message, **talk)
+        answer = self.joiner(self.address, self.port, message, **talk)
+        return answer if own is None else self.part(answer, own)
+
+    def part(self, answer: Any, record: Mapping[str, Any]) -> Any:
+        """What the process of `record` gets of rank 0's `answer` (all of it, without `relay`)."""
+        return answer if self.relay is None else self.relay(answer, record)
 
 
 def listen_queue() -> int:
@@ -286,7 +305,7 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
             if exc.errno in (errno.EADDRINUSE, errno.EINVAL):  # someone bound it meanwhile: follow them
                 raise _Again from None
             raise _Direct from None
-        return _Leader(sock, mine).lead(rank0)
+        return _Leader(sock, mine, rank0.local).lead(rank0)
 
 
 def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
@@ -333,9 +352,10 @@ def _whom(leader: Mapping[str, Any]) -> str:
 class _Leader:
     """The host's leader: takes followers' records, joins rank 0 with them, relays the answer."""
 
-    def __init__(self, listener: socket.socket, mine: dict[str, Any]) -> None:
+    def __init__(self, listener: socket.socket, mine: dict[str, Any], local: int | None = None) -> None:
         self.listener = listener
         self.mine = mine
+        self.local = local  # the host's process count, when the caller knows it (meet's `local`)
         self.me = {"id": mine["id"], "rank": mine.get("rank"), "pid": os.getpid(), "host": mine.get("host")}
         self.ack = _line({"protocol": PROTOCOL, "leader": self.me})
         self.followers: list[tuple[socket.socket, dict[str, Any]]] = []
@@ -365,15 +385,18 @@ class _Leader:
             for sock, _ in self.followers:
                 sock.close()
             raise
-        self._relay({"protocol": PROTOCOL, "answer": answer})
-        return answer
+        if rank0.relay is None:
+            self._relay({"protocol": PROTOCOL, "answer": answer})
+        else:  # each follower its own part of the batch's answer
+            self._relay_each(lambda record: {"protocol": PROTOCOL, "answer": rank0.part(answer, record)})
+        return rank0.part(answer, self.mine)
 
     def _take(self, until: float) -> None:
         """Take followers until as many records as their largest `local_world_size` claims (a hint of
         when to stop waiting, nothing more), LEAD_QUIET without a newcomer, or `until`. Blocking calls
         bounded in the kernel, one follower at a time: a follower sends its record as it connects, and
         no selector means fewer system calls, each a trip for the GIL where ranks are threads."""
-        expected = _local_size(self.mine)
+        expected = _local_size(self.mine) if self.local is None else self.local
         if expected is not None and expected > 64:  # a host of many processes: room for a connection each
             raise_open_files(expected)
         last = time.monotonic()
@@ -423,10 +446,15 @@ class _Leader:
 
     def _relay(self, reply: Mapping[str, Any]) -> None:
         line = _line(reply)
-        for sock, _ in self.followers:
+        self._relay_each(lambda _: line)
+
+    def _relay_each(self, reply: Callable[[Mapping[str, Any]], Mapping[str, Any] | bytes]) -> None:
+        """Send each follower `reply(its record)` (a line already encoded, or an object to encode), then close."""
+        for sock, message in self.followers:
+            said = reply(message)
             with contextlib.suppress(OSError):
                 _time_limits(sock, 5.0)
-                sock.sendall(line)
+                sock.sendall(said if isinstance(said, bytes) else _line(said))
             sock.close()
 
 

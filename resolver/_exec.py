@@ -51,7 +51,9 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
     """The live probes, with the communicator replaced by a TCP exchange at MASTER_ADDR:MASTER_PORT.
 
     PROGRAM may initialise MPI, and under Open MPI 4 a rank initialises it once only
-    (see probes/tcp.py), so the process that execs never does.
+    (see probes/tcp.py), so the process that execs never does. The MPI source asks that exchange
+    for its `census`: the ranks of a host meet rank 0 through one leader, and each learns its own
+    place, so rank 0 holds a connection per host and sends no rank every rank's host name.
     """
     require_probes()
     from probes import system  # after require_probes: a user's probes.py may shadow ours (resolver/_shadow.py)
@@ -72,12 +74,17 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
                 f"exchanges host names over TCP at MASTER_ADDR:MASTER_PORT instead, but {unset} is not set: "
                 "pass them to every rank (mpirun -x MASTER_ADDR=<first host> -x MASTER_PORT=29500)",
             )
+        size = env.integer(environ, found.size, minimum=1)
+        local = None if found.local_size is None else env.optional_integer(environ, found.local_size, minimum=1)
         return TcpComm(
             env.integer(environ, found.rank),
-            env.integer(environ, found.size, minimum=1),
+            size,
             env.address(environ, "MASTER_ADDR"),
             env.port(environ, "MASTER_PORT"),
             timeout=PROBE_TIMEOUT,
+            # the ranks on this host, as the launcher says: host leaders go to rank 0 once theirs came, and
+            # rank 0 sizes its open-file limit for that many hosts (a wrong value costs a wait, never a result)
+            local_size=local if local is not None and local <= size else None,
         )
 
     return attrs.evolve(system(timeout=PROBE_TIMEOUT), comm=comm)

@@ -58,3 +58,16 @@ def test_the_scale_benchmark_runs_every_case_in_separate_processes(capsys: pytes
     assert rows["emulated"][5] == "True", out
     assert "600 of 600 reports name the limit and `ulimit -n`" in out
     assert "ulimit -n 1024" in out
+
+
+def test_the_exec_exchange_benchmark_gives_every_rank_its_place_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    """A small run of bench_exec_exchange: 24 ranks on 3 hosts of 8, every rank right by census and by
+    allgather, and rank 0 takes fewer connections by census (a batch per host) than by allgather (23)."""
+    from benchmarks import bench_exec_exchange
+
+    assert bench_exec_exchange.main(["--ranks", "24", "--repeats", "1", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.split()[:1] == ["24"]}
+    assert rows["census"][-1] == "24/24" and rows["allgather"][-1] == "24/24", out
+    connections = {mode: int(row[row.index("connections") + 1]) for mode, row in rows.items() if mode != "median:"}
+    assert connections["allgather"] == 23 and 3 <= connections["census"] < 23, out

@@ -306,3 +306,54 @@ def test_first_connects_are_spread_only_beyond_the_listen_queue(monkeypatch: pyt
     slept.clear()
     hostlocal.pace(16384, time.monotonic() + 0.5)  # never past the deadline's last second
     assert slept == [0.0]
+
+
+def test_relay_gives_each_process_its_own_part_of_rank_0s_answer_and_local_ends_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`relay`: rank 0 answers a batch with a part per process (exec's census, probes/tcp.py); the leader
+    hands each follower its own, keeps its own, and a process meeting rank 0 directly gets its own too.
+    `local`: the leader goes to rank 0 as soon as the host's processes came, not LEAD_QUIET later."""
+
+    class PerRank(Rank0):
+        def __call__(self, address: str, port: int, message: Mapping[str, Any], **kw: Any) -> Any:
+            super().__call__(address, port, message, **kw)
+            records = [expand(message["shared"], r) for r in message["records"]] if "records" in message else [message]
+            return {str(r["rank"]): f"seat of {r['rank']}" for r in records}
+
+    def part(answer: Any, rec: Mapping[str, Any]) -> Any:
+        return {"mine": answer[str(rec["rank"])], "parts": len(answer)}
+
+    monkeypatch.setattr(hostlocal, "LEAD_QUIET", 5.0)  # without `local`, the leader would wait this long
+    rank0, out = PerRank(), list[Any]()
+
+    def run(r: int) -> None:
+        rec = {"id": f"id{r}", "rank": r, "host": "h1"}
+        deadline = time.monotonic() + 20
+        kw: dict[str, Any] = {"round_": ROUND, "job": "j", "host": "h1", "deadline": deadline, "joiner": rank0}
+        out.append(meet("127.0.0.1", 1, rec, relay=part, local=3, **kw))
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=run, args=(r,)) for r in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert time.monotonic() - start < 4.0  # the third process ended the wait
+    assert len(rank0.messages) == 1  # one batch
+    assert sorted(o["mine"] for o in out) == ["seat of 1", "seat of 2", "seat of 3"]
+    assert {o["parts"] for o in out} == {3}  # rank 0's answer held all three; each got its own
+
+    monkeypatch.setattr("sys.platform", "darwin")  # no host-local channel: it meets rank 0 alone, gets its part
+    alone = meet(
+        "127.0.0.1",
+        1,
+        {"id": "x", "rank": 7},
+        round_=ROUND,
+        job="j",
+        host="h1",
+        deadline=time.monotonic() + 5,
+        joiner=rank0,
+        relay=part,
+    )
+    assert alone == {"mine": "seat of 7", "parts": 1}

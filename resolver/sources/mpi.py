@@ -6,7 +6,13 @@ Lightning's MPIEnvironment imports mpi4py and asks `COMM_WORLD.Get_size() > 1`: 
 address and port (unless MASTER_ADDR/MASTER_PORT are set) and the node rank (unless the launcher gives
 it, or every rank is on one node). Whatever is missing travels in one collective: an `allgather` of
 the hostnames (rank 0's with its endpoint) when node or local ranks are needed, else one `bcast`
-of rank 0's endpoint.
+of rank 0's endpoint. A comm that offers a `census` (`probes.HostCensus`: `cluster-topology exec`'s
+TCP exchange, probes/tcp.py) is asked that instead of the allgather: rank 0 counts the host names
+(`probes.census.Tally`) and each rank receives its own place, not every rank's name. The allgather's
+count here is the definition the census follows (tests compare the two on random layouts: identical
+records); this module does not import the census, as the resolver imports `probes` at run time only
+after checking that it is ours. The job's host names are recorded up to `HOSTNAMES_MOST` nodes
+(probes/census.py says why), either way, and above it the provenance says they were left out.
 
 Which launcher wrote the variables, first match wins (`LAUNCHERS`):
 
@@ -31,7 +37,7 @@ SLURM launch: SLURM, earlier in the detection order, wins over them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from resolver.environ import is_address
 from resolver.errors import InvalidVariable, ProbeFailed, TopologyError
@@ -40,10 +46,12 @@ from resolver.sources._registry import entry, scheduler_endpoint
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
-    from probes import Comm, Probes
+    from probes import Comm, HostCensus, Probes
+    from probes.census import Place
 
 __all__ = [
     "CANDIDATES",
+    "HOSTNAMES_MOST",
     "LAUNCHERS",
     "LIBMPI_HINT",
     "MPICH_HINT",
@@ -157,10 +165,14 @@ LIBMPI_HINT = (
 
 NOT_FOUND = f"none of {', '.join(CANDIDATES.names)} is set (never asks mpi4py); rule: {RULE}"
 
-# What every rank sends in the one collective: (hostname, main address, main port, error). Rank 0
-# fills in its main endpoint; a rank whose probe failed sends its error instead, so that every rank
-# learns of it from the same collective and fails the same way.
+# What every rank sends in the one collective: (hostname, main address, main port, error), as
+# `probes.census.Answer`. Rank 0 fills in its main endpoint; a rank whose probe failed sends its error
+# instead, so that every rank learns of it from the same collective and fails the same way.
 _Answer = tuple[str | None, str | None, int | None, str | None]
+
+HOSTNAMES_MOST = 1024
+"""The most nodes whose host names a record gets from the collective: `probes.census.HOSTNAMES_MOST`,
+the same number (a test holds them equal), so that the allgather and the census give one record."""
 
 
 def _reaches(environ: Mapping[str, str], contact: str) -> bool:
@@ -394,18 +406,27 @@ class _Resolution:
             return (None, None, None, str(exc))
         return (host, b.values["main_address"], b.values["main_port"], None)
 
-    def fail_alike(self, rank: int, answers: list[_Answer]) -> None:
-        """Raise on every rank alike when some rank's probe failed before the collective."""
-        for other, answer in enumerate(answers):
-            if answer[3] is not None:
-                if other == rank and self.error is not None:
-                    raise self.error
-                raise ProbeFailed("comm", f"rank {other} could not answer: {answer[3]}")
+    def fail_alike(self, rank: int, failed: tuple[int, str] | None) -> None:
+        """Raise on every rank alike when some rank's probe failed before the collective (`failed`: the
+        first such rank in rank order, and its error)."""
+        if failed is not None:
+            other, error = failed
+            if other == rank and self.error is not None:
+                raise self.error
+            raise ProbeFailed("comm", f"rank {other} could not answer: {error}")
 
     def gather(self, comm: Comm, rank: int, size: int) -> None:
-        """One allgather of every rank's hostname (rank 0's with its endpoint): node and local ranks, main endpoint."""
-        b = self.b
+        """One collective for every rank's hostname (rank 0's with its endpoint): node and local ranks, main
+        endpoint. A comm with a `census` is asked it; any other gives every rank every name (allgather)."""
         mine = self.answer(rank, with_host=True)
+        if callable(getattr(comm, "census", None)):  # not isinstance: probes' Protocols load only when asked
+            place = self.census(cast("HostCensus", comm), mine)
+            self.fail_alike(rank, place.failed)
+            self.main_from_rank0(place.rank0, rank, "census")
+            if place.seat is None:
+                raise ProbeFailed("comm", f"census returned {place!r}: no place for rank {rank} among the hosts")
+            self.seat("census", mine[0], place.seat, hostnames=place.hostnames)
+            return
         try:
             gathered: Any = comm.allgather(mine)
         except ProbeFailed:  # a deadline (probes.bounded) or a fake's own complaint: it names the probe
@@ -418,28 +439,57 @@ class _Resolution:
         answers = [(a, None, None, None) if isinstance(a, str) else a for a in gathered]
         if not all(map(_is_answer, answers)):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: expected {size} hostnames")
-        self.fail_alike(rank, answers)
+        self.fail_alike(rank, next(((r, a[3]) for r, a in enumerate(answers) if a[3] is not None), None))
         hosts = [answer[0] for answer in answers]
         if not all(isinstance(h, str) for h in hosts):
             raise ProbeFailed("comm", f"allgather returned {gathered!r}: a rank sent no hostname")
         self.main_from_rank0(answers[0], rank, "allgather")
         here = hosts[rank]
         on_host = [r for r, h in enumerate(hosts) if h == here]
+        distinct = sorted(set(hosts))
+        seat = (distinct.index(here), len(distinct), on_host.index(rank), len(on_host))
+        self.seat("allgather", here, seat, hostnames=tuple(distinct) if len(distinct) <= HOSTNAMES_MOST else None)
+
+    def census(self, comm: HostCensus, mine: _Answer) -> Place:
+        """This rank's `probes.census.Place` from the comm's census, its fields checked."""
+        try:
+            place = comm.census(mine)
+        except ProbeFailed:  # a deadline, or the exchange's own words: they name the probe
+            raise
+        except Exception as exc:
+            raise ProbeFailed("comm", f"census of the hostnames failed: {exc!r}") from exc
+        if not _is_place(place):
+            raise ProbeFailed("comm", f"census returned {place!r}: expected this rank's place (probes.census.Place)")
+        return place
+
+    def seat(
+        self, how: str, host: str | None, seat: tuple[int, int, int, int], *, hostnames: tuple[str, ...] | None
+    ) -> None:
+        """Set the `seat` the collective `how` gave this rank, (node rank, node count, local rank, local
+        size), its `host` as it sent it, and the host names when it carried them (None: more than
+        HOSTNAMES_MOST nodes)."""
+        b = self.b
+        node_rank, num_nodes, local_rank, local_size = seat
         if "node_rank" not in b.values:
-            distinct = sorted(set(hosts))
-            b.set("node_rank", distinct.index(here), _gathered(f"index of this host among {len(distinct)} sorted"))
-            b.set("num_nodes", len(distinct), _gathered("distinct hosts"))
-            if all(is_address(host) for host in distinct):  # a name no record may hold stays out of it
-                b.set("hostnames", tuple(distinct), _gathered("distinct hosts, sorted: node-rank order"))
+            b.set("node_rank", node_rank, _gathered(how, f"index of this host among {num_nodes} sorted"))
+            b.set("num_nodes", num_nodes, _gathered(how, "distinct hosts"))
+            if hostnames is None:
+                b.set(
+                    "hostnames",
+                    None,
+                    _gathered(how, f"not recorded: {num_nodes} nodes, above the {HOSTNAMES_MOST} a census carries"),
+                )
+            elif all(is_address(name) for name in hostnames):  # a name no record may hold stays out of it
+                b.set("hostnames", hostnames, _gathered(how, "distinct hosts, sorted: node-rank order"))
         if "local_rank" not in b.values:
-            b.set("local_rank", on_host.index(rank), _gathered("earlier ranks on this host"))
+            b.set("local_rank", local_rank, _gathered(how, "earlier ranks on this host"))
         if "local_world_size" not in b.values:
-            b.set("local_world_size", len(on_host), _gathered("ranks on this host"))
-        local_size = b.values.get("local_world_size")
-        if local_size is not None and local_size != len(on_host):
+            b.set("local_world_size", local_size, _gathered(how, "ranks on this host"))
+        claimed = b.values.get("local_world_size")
+        if claimed is not None and claimed != local_size:
             variable = b.provenance["local_world_size"].variable or "local_world_size"
             b.warn(
-                f"{variable}={local_size} but {len(on_host)} ranks have host name {here!r}: the launcher "
+                f"{variable}={claimed} but {local_size} ranks have host name {host!r}: the launcher "
                 "and the host names disagree about what a node is; node_rank follows the host names"
             )
 
@@ -454,7 +504,7 @@ class _Resolution:
             raise ProbeFailed("comm", f"bcast of the main address and port failed: {exc!r}") from exc
         if not _is_answer(theirs):
             raise ProbeFailed("comm", f"bcast returned {theirs!r}: expected rank 0's (hostname, address, port)")
-        self.fail_alike(rank, [theirs])
+        self.fail_alike(rank, None if theirs[3] is None else (0, theirs[3]))
         self.main_from_rank0(theirs, rank, "bcast")
 
     def main_from_rank0(self, answer: _Answer, rank: int, how: str) -> None:
@@ -482,9 +532,9 @@ class _Resolution:
             b.warn(f"MASTER_PORT={port} here but rank 0 uses {port0}: the ranks will not meet")
 
 
-def _gathered(what: str) -> Origin:
-    """The origin of a value counted from the allgather of every rank's hostname."""
-    return Origin.probe("comm.allgather", f"hostnames: {what}")
+def _gathered(how: str, what: str) -> Origin:
+    """The origin of a value counted from every rank's hostname, by the collective `how` (allgather, census)."""
+    return Origin.probe(f"comm.{how}", f"hostnames: {what}")
 
 
 def _is_answer(value: object) -> bool:
@@ -493,4 +543,19 @@ def _is_answer(value: object) -> bool:
         and len(value) == 4
         and (value[0] is None or isinstance(value[0], str))
         and (value[3] is None or isinstance(value[3], str))
+    )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_place(place: object) -> bool:
+    """Whether `place` has a `probes.census.Place`'s fields, each of its type (not imported here: see above)."""
+    failed, seat, names = (getattr(place, name, 0) for name in ("failed", "seat", "hostnames"))
+    return (
+        _is_answer(getattr(place, "rank0", None))
+        and (failed is None or (isinstance(failed, tuple) and len(failed) == 2 and _count(failed[0])))
+        and (seat is None or (isinstance(seat, tuple) and len(seat) == 4 and all(map(_count, seat))))
+        and (names is None or (isinstance(names, tuple) and all(isinstance(n, str) for n in names)))
     )
