@@ -241,6 +241,12 @@ ENTRIES: tuple[Entry, ...] = (
         all_of("JOB_COMPLETION_INDEX", "NNODES", "MASTER_ADDR"),  # the index alone is any Indexed Job
         since="0.2.0",
     ),
+    Entry(
+        "gcp_batch",
+        f"{_SOURCES}.gcp_batch:GcpBatch",
+        all_of("BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "BATCH_HOSTS_FILE"),  # the hosts file: VMs that talk
+        since="0.2.0",
+    ),
     # the default: always a candidate, last
     Entry("lightning", f"{_SOURCES}.lightning:Lightning", testing=(), since="0.1.0", page="default"),
     Entry("kubeflow", f"{_SOURCES}.kubeflow:Kubeflow", auto=False, since="0.1.0"),
