@@ -251,8 +251,15 @@ def public_titles(app: Sphinx, doctree: nodes.document, docname: str) -> None:
             reference["reftitle"] = target
 
 
+def regenerated(app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+    """The `env-get-outdated` handler: a page with a generated list is read again at every build, as the
+    registry it comes from is no page Sphinx watches (else a new source would miss an incremental build)."""
+    return [name for name in env.found_docs if SOURCE_LISTS.search(Path(env.doc2path(name)).read_text())]
+
+
 def setup(app: Sphinx) -> None:
     app.connect("autodoc-process-docstring", markdown_docstring_to_rst)
     app.connect("autodoc-process-signature", plain_defaults)
     app.connect("source-read", expand_automodules)
+    app.connect("env-get-outdated", regenerated)
     app.connect("doctree-resolved", public_titles)

@@ -197,3 +197,15 @@ def test_sources_by_release_lists_every_source_once_under_its_release() -> None:
 def test_the_adversarial_table_has_a_row_for_every_source() -> None:
     covered = {key.partition(":")[0] for key in SOURCES}
     assert covered == {e.name for e in ENTRIES} - {"xla"}  # xla reads no variable: torch_xla's runtime, a probe
+
+
+def test_the_pages_with_generated_lists_are_read_at_every_build() -> None:
+    """Sphinx watches pages, not the registry: an incremental build must still list a new source."""
+
+    class Env:
+        found_docs = frozenset(path.relative_to(DOCS).with_suffix("").as_posix() for path in DOCS.rglob("*.md"))
+
+        def doc2path(self, name: str) -> Path:
+            return DOCS / f"{name}.md"
+
+    assert sorted(SITE.regenerated(None, Env(), set(), set(), set())) == ["changelog", "launchers/index", "testing"]
