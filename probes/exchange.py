@@ -41,7 +41,6 @@ import heapq
 import itertools
 import json
 import os
-import random
 import selectors
 import socket
 import struct
@@ -50,6 +49,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+
+from probes._backoff import Backoff
 
 __all__ = [
     "ANSWER_GRACE",
@@ -562,19 +563,6 @@ class Connected:
     waited: float
 
 
-class _Backoff:
-    """Sleep between attempts: `delay` plus up to as much again at random, doubling up to `cap`, never past
-    the deadline."""
-
-    def __init__(self, deadline: float, cap: float) -> None:
-        self.deadline, self.cap, self.delay = deadline, cap, 0.01
-
-    def pause(self) -> None:
-        wait = self.delay * (1 + random.random())  # noqa: S311 - spreading retries, not secrets
-        time.sleep(min(wait, max(0.0, self.deadline - time.monotonic())))
-        self.delay = min(self.cap, self.delay * 2)
-
-
 NAME_RETRY_CAP = 1.0  # seconds between lookups of a name that does not resolve yet, at most
 WAIT_EVERY = 3.0  # seconds between two calls of `on_wait` while a name does not resolve
 
@@ -592,7 +580,7 @@ def resolve_name(
     WAIT_EVERY seconds of waiting. Raises `ExchangeFailed` (kind ``unresolved``) naming the name and the
     resolver's last error."""
     started = time.monotonic()
-    backoff = _Backoff(deadline, NAME_RETRY_CAP)
+    backoff = Backoff(deadline, NAME_RETRY_CAP)
     next_word = started + WAIT_EVERY
     while True:
         try:
@@ -655,7 +643,7 @@ def join(  # noqa: PLR0915 - one conversation, read top to bottom: connect, gree
     addresses, waited = resolve_name(address, port, deadline=deadline, on_wait=on_wait)
     resolved = _numbers(addresses)
     here = f"{address} resolved here to {', '.join(resolved)}" if resolved != (address,) else ""
-    backoff = _Backoff(deadline, retry_cap(processes))
+    backoff = Backoff(deadline, retry_cap(processes))
     last = "nothing answered"
     while True:
         remaining = deadline - time.monotonic()

@@ -47,6 +47,7 @@ from resolver._problem import Problem
 from resolver.errors import InvalidSettings, ProbeFailed, TopologyError
 
 require_probes()  # a user's own probes.py must not hide ours (resolver/_shadow.py)
+from probes._backoff import Backoff  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def _route(
             expected="a topology with a main address",
         )
     started = time.monotonic()
-    delay, told = 0.05, started
+    backoff, told = Backoff(started + timeout, 1.0, first=0.05), started
     while True:
         try:
             return probes.route(address).interface
@@ -220,8 +221,7 @@ def _route(
             if on_wait is not None and now - told >= WAIT_EVERY:
                 on_wait(exc.reason, now - started)
                 told = now
-        time.sleep(min(delay, max(0.0, started + timeout - time.monotonic())))
-        delay = min(1.0, delay * 2)
+        backoff.pause()
 
 
 # -- the facts, through the probes -----------------------------------------------------------------------

@@ -500,6 +500,17 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
         probes.fake(),
         {"JOB_COMPLETION_INDEX": INDEX, "NNODES": COUNT, "MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT},
     ),
+    "gcp_batch": (
+        {
+            "BATCH_TASK_INDEX": "1",
+            "BATCH_TASK_COUNT": "2",
+            "BATCH_TASK_RETRY_ATTEMPT": "0",
+            "BATCH_HOSTS_FILE": "/etc/hosts-of-the-job",
+            "MASTER_PORT": "29500",
+        },
+        probes.fake(hostname="train-group0-1", files={"/etc/hosts-of-the-job": "train-group0-0\ntrain-group0-1\n"}),
+        {"BATCH_TASK_INDEX": INDEX, "BATCH_TASK_COUNT": COUNT, "BATCH_TASK_RETRY_ATTEMPT": INDEX, "MASTER_PORT": PORT},
+    ),
 }
 CASES = [
     pytest.param(source, variable, value, id=f"{source}-{variable}-{value[:12]!r}")

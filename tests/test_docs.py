@@ -203,7 +203,6 @@ def test_the_device_page_names_every_variable_the_rule_reads() -> None:
 
 # -- one page per launcher and platform -------------------------------------------------------------
 
-PAGE_OF = {"lightning": "default", "kubeflow_trainer": "kubeflow"}  # else a source's page is its name
 TITLE = re.compile(r"\A# (.+)$", re.M)
 
 
@@ -211,6 +210,12 @@ def registered_sources() -> list[str]:
     from resolver.sources._registry import DEFAULT, DETECTION_ORDER, ON_REQUEST
 
     return [entry.name for entry in (*DETECTION_ORDER, DEFAULT, *ON_REQUEST)]
+
+
+def page_of(source: str) -> str:
+    from resolver.sources._registry import entry
+
+    return entry(source).docs_page
 
 
 def title(page: Path) -> str:
@@ -221,8 +226,8 @@ def title(page: Path) -> str:
 
 @pytest.mark.parametrize("source", registered_sources())
 def test_every_source_has_its_own_launcher_page(source: str) -> None:
-    """docs/launchers/<source>.md (the exceptions in PAGE_OF), in the sidebar through the glob of the index."""
-    page = DOCS / "launchers" / f"{PAGE_OF.get(source, source)}.md"
+    """docs/launchers/<page>.md (the entry's `page`, else its name), in the sidebar through the glob of the index."""
+    page = DOCS / "launchers" / f"{page_of(source)}.md"
     assert page.is_file(), f"no page for source {source!r}: {page_id(page)}"
     assert f"`{source}`" in title(page) or source in title(page).lower()
     assert ":glob:" in (DOCS / "launchers" / "index.md").read_text()
@@ -233,7 +238,7 @@ def test_a_launcher_page_titles_one_platform() -> None:
     sources = set(registered_sources())
     for page in (DOCS / "launchers").glob("*.md"):
         named = set(re.findall(r"`(\w+)`", title(page))) & sources
-        assert all(PAGE_OF.get(name, name) == page.stem for name in named), (page_id(page), named)
+        assert all(page_of(name) == page.stem for name in named), (page_id(page), named)
     assert "## Node-level platforms" in (DOCS / "launchers" / "index.md").read_text()
 
 

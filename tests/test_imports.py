@@ -126,4 +126,5 @@ def test_the_testing_kit_imports_no_test_dependency() -> None:
     # hypothesis comes with the first strategy; jsonschema is the user's (topology_schema() only reads the file)
     modules = loaded_after("import resolver.testing")
     assert not {m for m in modules if m.split(".")[0] in ("hypothesis", "jsonschema", *HEAVY)}
-    assert "resolver.testing.strategies" in modules  # the probe really imported the kit
+    assert "resolver.testing.world" in modules  # the probe really imported the kit
+    assert not {m for m in modules if m.startswith("resolver.testing.") and m != "resolver.testing.world"}

@@ -23,168 +23,67 @@ checks that the answers form one world. Strategies (`resolver.testing.strategies
 `topologies()` return Hypothesis strategies; hypothesis is imported only when one is called.
 Nothing here is imported by ``import resolver``.
 
-One module per launcher, named by the source registry (a private module of `resolver.sources`: each entry's
-``builders``, usually the source's name). A new launcher adds:
-
-1. ``resolver/testing/<launcher>.py``: an ``@attrs.frozen(kw_only=True)`` subclass of
-   `_launch.Launch` whose fields are the launcher's options (defaults written once there), with its
-   ``launcher`` name, ``process(index)`` giving one `Process` and ``processes()`` all of them; a
-   subclass adding the process index (``node: int = 0``) whose ``one()`` is that process (mixing in
-   `_launch.ByNode` or `ByRank` gives that ``one()``); the two
-   builders from ``_launch.job_builder``/``env_builder`` (typed by the classes' fields); a ``_jobs(most)``
-   Hypothesis strategy; and ``LAUNCHER = Launcher(name=..., nondeterministic=..., jobs=_jobs)``.
-2. here: its builders in the imports and in `__all__`; in docs/testing.md, its row of the builders'
-   table (tests/testing/test_init.py fails until both are there). `REGISTRY`, `LAUNCHERS` and
-   `NONDETERMINISTIC` are derived from the source registry (in a private module): ``jobs()``
-   draws from every launcher there.
-3. its tests in tests/testing/test_<launcher>.py, against captures of the real launcher where one
-   exists (tests/testing/captured.py compares variable for variable), else against its
-   documentation (say which in the module docstring); and its builders in the SIGNATURES table of
-   tests/testing/test_init.py, which checks each takes exactly its launch class's keywords.
+One module per launcher, named by the source registry (a private module of `resolver.sources`: each
+entry's ``builders``, usually the source's name). This package re-exports what each of those modules
+lists in its ``__all__`` (its builders and launch classes; not its ``LAUNCHER``) from the registry,
+when first asked (PEP 562): a new launcher's module needs no edit here, and ``import resolver.testing``
+imports no launcher's module. Type checkers cannot see names made this way, so they are `Any` to mypy;
+the typed import is the launcher's module, ``from resolver.testing.slurm import slurm_env``.
+CONTRIBUTING.md ("Adding a source") says what a new launcher's module holds; docs/testing.md's table
+of builders is generated from the same registry.
 """
 
 from __future__ import annotations
 
-from resolver.schema import topology_schema
-from resolver.testing._registry import LAUNCHERS, NONDETERMINISTIC, REGISTRY
-from resolver.testing.aws_batch import AwsBatchLaunch, AwsBatchNode, aws_batch_env, aws_batch_job
-from resolver.testing.azureml import AzureMlLaunch, AzureMlNode, azureml_env, azureml_job
-from resolver.testing.deepspeed import DeepSpeedLaunch, DeepSpeedWorker, deepspeed_env, deepspeed_job
-from resolver.testing.dstack import DstackLaunch, DstackNode, dstack_env, dstack_job
-from resolver.testing.flux import FluxLaunch, FluxTask, flux_env, flux_job
-from resolver.testing.gridengine import GridEngineLaunch, gridengine_env, gridengine_job
-from resolver.testing.indexed_job import IndexedJobLaunch, IndexedJobPod, indexed_job_env, indexed_job_job
-from resolver.testing.kubeflow import KubeflowLaunch, KubeflowPod, kubeflow_env, kubeflow_job
-from resolver.testing.kubeflow_trainer import (
-    KubeflowTrainerLaunch,
-    KubeflowTrainerNode,
-    kubeflow_trainer_env,
-    kubeflow_trainer_job,
-)
-from resolver.testing.lsf import LsfLaunch, LsfTask, lsf_env, lsf_job
-from resolver.testing.lws import LwsLaunch, LwsPod, lws_env, lws_job
-from resolver.testing.mpich import MpichLaunch, MpichRank, mpich_env, mpich_job
-from resolver.testing.openmpi import OpenMpiLaunch, OpenMpiRank, openmpi_env, openmpi_job
-from resolver.testing.pbs import PbsLaunch, PbsProcess, pbs_env, pbs_job
-from resolver.testing.sagemaker import SageMakerInstance, SageMakerLaunch, sagemaker_env, sagemaker_job
-from resolver.testing.skypilot import SkyPilotLaunch, SkyPilotNode, skypilot_env, skypilot_job
-from resolver.testing.slurm import (
-    Allocation,
-    SlurmBatchScript,
-    SlurmLaunch,
-    SlurmSallocShell,
-    SlurmTask,
-    slurm_batch_env,
-    slurm_env,
-    slurm_job,
-    slurm_salloc_env,
-    slurm_tasks_per_node,
-)
-from resolver.testing.strategies import jobs, topologies
-from resolver.testing.torchrun import TorchrunLaunch, TorchrunWorker, torchrun_env, torchrun_job
-from resolver.testing.tpu_vm import TpuVmHost, TpuVmLaunch, tpu_vm_env, tpu_vm_job
-from resolver.testing.vertex import VertexLaunch, VertexReplica, vertex_env, vertex_job
-from resolver.testing.volcano import VolcanoLaunch, VolcanoPod, volcano_env, volcano_job
-from resolver.testing.world import Job, Launcher, Process, assert_consistent
+import importlib
+from typing import Any
 
-__all__ = [
-    "LAUNCHERS",
-    "NONDETERMINISTIC",
-    "REGISTRY",
-    "Allocation",
-    "AwsBatchLaunch",
-    "AwsBatchNode",
-    "AzureMlLaunch",
-    "AzureMlNode",
-    "DeepSpeedLaunch",
-    "DeepSpeedWorker",
-    "DstackLaunch",
-    "DstackNode",
-    "FluxLaunch",
-    "FluxTask",
-    "GridEngineLaunch",
-    "IndexedJobLaunch",
-    "IndexedJobPod",
-    "Job",
-    "KubeflowLaunch",
-    "KubeflowPod",
-    "KubeflowTrainerLaunch",
-    "KubeflowTrainerNode",
-    "Launcher",
-    "LsfLaunch",
-    "LsfTask",
-    "LwsLaunch",
-    "LwsPod",
-    "MpichLaunch",
-    "MpichRank",
-    "OpenMpiLaunch",
-    "OpenMpiRank",
-    "PbsLaunch",
-    "PbsProcess",
-    "Process",
-    "SageMakerInstance",
-    "SageMakerLaunch",
-    "SkyPilotLaunch",
-    "SkyPilotNode",
-    "SlurmBatchScript",
-    "SlurmLaunch",
-    "SlurmSallocShell",
-    "SlurmTask",
-    "TorchrunLaunch",
-    "TorchrunWorker",
-    "TpuVmHost",
-    "TpuVmLaunch",
-    "VertexLaunch",
-    "VertexReplica",
-    "VolcanoLaunch",
-    "VolcanoPod",
-    "assert_consistent",
-    "aws_batch_env",
-    "aws_batch_job",
-    "azureml_env",
-    "azureml_job",
-    "deepspeed_env",
-    "deepspeed_job",
-    "dstack_env",
-    "dstack_job",
-    "flux_env",
-    "flux_job",
-    "gridengine_env",
-    "gridengine_job",
-    "indexed_job_env",
-    "indexed_job_job",
-    "jobs",
-    "kubeflow_env",
-    "kubeflow_job",
-    "kubeflow_trainer_env",
-    "kubeflow_trainer_job",
-    "lsf_env",
-    "lsf_job",
-    "lws_env",
-    "lws_job",
-    "mpich_env",
-    "mpich_job",
-    "openmpi_env",
-    "openmpi_job",
-    "pbs_env",
-    "pbs_job",
-    "sagemaker_env",
-    "sagemaker_job",
-    "skypilot_env",
-    "skypilot_job",
-    "slurm_batch_env",
-    "slurm_env",
-    "slurm_job",
-    "slurm_salloc_env",
-    "slurm_tasks_per_node",
-    "topologies",
-    "topology_schema",
-    "torchrun_env",
-    "torchrun_job",
-    "tpu_vm_env",
-    "tpu_vm_job",
-    "vertex_env",
-    "vertex_job",
-    "volcano_env",
-    "volcano_job",
-]
+from resolver.schema import topology_schema as topology_schema
+from resolver.testing.world import Job as Job
+from resolver.testing.world import Launcher as Launcher
+from resolver.testing.world import Process as Process
+from resolver.testing.world import assert_consistent as assert_consistent
+
+# The kit's own lazy names, by module: the strategies and the launcher tables import every launcher's
+# module (the tables list them), so they wait, like the builders, until they are asked for.
+_KIT = {
+    "jobs": "resolver.testing.strategies",
+    "topologies": "resolver.testing.strategies",
+    "LAUNCHERS": "resolver.testing._registry",
+    "NONDETERMINISTIC": "resolver.testing._registry",
+    "REGISTRY": "resolver.testing._registry",
+}
+_EAGER = ("Job", "Launcher", "Process", "assert_consistent", "topology_schema")
+_exports: dict[str, str] | None = None  # every lazy name -> its module, once the registry is read
+
+
+def _lazy() -> dict[str, str]:
+    """Every name this package serves lazily -> the module that defines it, in the registry's order.
+
+    Reading a builder module's ``__all__`` imports it, so the first lazy name asked for imports every
+    launcher's module the registry names (what ``import resolver.testing`` did before it was lazy).
+    """
+    global _exports  # noqa: PLW0603 - the table is built once, on first use
+    if _exports is None:
+        from resolver.testing._registry import MODULES
+
+        table = dict(_KIT)
+        for module in MODULES:
+            for name in importlib.import_module(module).__all__:
+                if name != "LAUNCHER":  # each module's has the same name: the registry's tables hold them
+                    table[name] = module
+        _exports = table
+    return _exports
+
+
+def __getattr__(name: str) -> Any:  # Any: a lazy name has its module's type, which mypy cannot see here
+    if name == "__all__":
+        return sorted([*_EAGER, *_lazy()])
+    module = _KIT.get(name) or (None if name.startswith("__") else _lazy().get(name))
+    if module is None:
+        raise AttributeError(f"module 'resolver.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EAGER, *_lazy()})

@@ -12,6 +12,7 @@ import resolver
 from resolver import InvalidVariable, MissingVariable, Origin, ProbeFailed
 from resolver import testing as rt
 from resolver.sources import flux
+from resolver.testing.flux import flux_env, flux_job
 
 FAKE = probes.fake()  # one node: no probe is asked
 
@@ -77,11 +78,11 @@ def test_f58_refuses_what_is_not_a_job_id(raw: str) -> None:
 
 @given(st.integers(0, (1 << 64) - 1))
 def test_the_builders_f58_round_trips(job: int) -> None:
-    assert flux.f58_decode("FLUX_JOB_ID", rt.flux_env(job_id=job)["FLUX_JOB_ID"]) == job
+    assert flux.f58_decode("FLUX_JOB_ID", flux_env(job_id=job)["FLUX_JOB_ID"]) == job
 
 
 def test_one_task_per_node_numbers_nodes_by_task_rank_and_asks_only_the_endpoint() -> None:
-    job = rt.flux_job(n=3, hosts=("n1", "n2", "n3"))
+    job = flux_job(n=3, hosts=("n1", "n2", "n3"))
     tops = job.resolve()
     rt.assert_consistent(tops, job)
     assert [t.node_rank for t in tops] == [0, 1, 2]
@@ -92,7 +93,7 @@ def test_one_task_per_node_numbers_nodes_by_task_rank_and_asks_only_the_endpoint
 
 @pytest.mark.parametrize("taskmap", ["block", "cyclic"])
 def test_several_tasks_per_node_exchange_host_names(taskmap: str) -> None:
-    job = rt.flux_job(n=5, hosts=("n1", "n2"), taskmap=taskmap)  # type: ignore[arg-type]
+    job = flux_job(n=5, hosts=("n1", "n2"), taskmap=taskmap)  # type: ignore[arg-type]
     tops = job.resolve()
     rt.assert_consistent(tops, job)
     assert [t.local_world_size for t in tops] == [3 if p.hostname == "n1" else 2 for p in job]
@@ -101,7 +102,7 @@ def test_several_tasks_per_node_exchange_host_names(taskmap: str) -> None:
 
 
 def test_master_addr_and_port_win_and_a_disagreeing_node_count_is_told() -> None:
-    job = rt.flux_job(n=4, hosts=("n1", "n2"))
+    job = flux_job(n=4, hosts=("n1", "n2"))
     extra = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
     # Flux says two nodes, but every task has one host name: node ranks follow the host names
     same = [attrs.evolve(p, environ={**p.environ, **extra}, hostname="same") for p in job]
@@ -111,7 +112,7 @@ def test_master_addr_and_port_win_and_a_disagreeing_node_count_is_told() -> None
 
 
 def test_across_nodes_without_mpi_the_error_says_what_the_comm_was_for() -> None:
-    env = rt.flux_env(rank=1, n=4, hosts=("n1", "n2"))
+    env = flux_env(rank=1, n=4, hosts=("n1", "n2"))
     with pytest.raises(ProbeFailed) as info:
         resolver.resolve(env, probes.fake(hostname="n1"))
     assert info.value.probe == "comm"
@@ -120,7 +121,7 @@ def test_across_nodes_without_mpi_the_error_says_what_the_comm_was_for() -> None
 
 def test_an_mpirun_rank_inside_a_flux_task_is_mpi_with_the_flux_job_id() -> None:
     env = {
-        **rt.flux_env(n=1),
+        **flux_env(n=1),
         "OMPI_COMM_WORLD_SIZE": "2",
         "OMPI_COMM_WORLD_RANK": "1",
         "OMPI_COMM_WORLD_LOCAL_RANK": "1",
@@ -177,7 +178,7 @@ def test_bad_values_name_the_variable(change: dict[str, str], variable: str, exp
 
 
 def test_one_task_per_node_needs_local_id_zero() -> None:
-    env = {**rt.flux_env(rank=1, n=2, hosts=("n1", "n2")), "FLUX_TASK_LOCAL_ID": "1", "MASTER_ADDR": "n1"}
+    env = {**flux_env(rank=1, n=2, hosts=("n1", "n2")), "FLUX_TASK_LOCAL_ID": "1", "MASTER_ADDR": "n1"}
     with pytest.raises(InvalidVariable) as info:
         resolver.resolve(env, FAKE)
     assert info.value.variable == "FLUX_TASK_LOCAL_ID"

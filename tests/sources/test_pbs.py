@@ -11,6 +11,7 @@ import resolver
 from resolver import InvalidSettings, InvalidVariable, MissingVariable
 from resolver import testing as rt
 from resolver.sources import pbs
+from resolver.testing.pbs import PbsLaunch, pbs_env
 
 FAKE = probes.fake(hostname="node1")
 
@@ -20,7 +21,7 @@ def port(sequence: int, index: int = 0) -> int:
 
 
 def test_the_job_script_is_a_world_of_one_with_the_jobs_facts() -> None:
-    script = rt.pbs_env(hosts=("node1",), ncpus=4, sequence=4711, name="train")
+    script = pbs_env(hosts=("node1",), ncpus=4, sequence=4711, name="train")
     t = resolver.resolve(script.environ, script.probes())
     assert (t.source, t.world_size, t.global_rank, t.num_nodes) == ("pbs", 1, 0, 1)
     assert not t.creates_processes_externally
@@ -31,10 +32,10 @@ def test_the_job_script_is_a_world_of_one_with_the_jobs_facts() -> None:
 
 
 def test_a_job_on_several_hosts_warns_from_the_node_file_or_torques_count() -> None:
-    script = rt.pbs_env(hosts=("node1", "node2"), ncpus=2)
+    script = pbs_env(hosts=("node1", "node2"), ncpus=2)
     (warning,) = resolver.resolve(script.environ, script.probes()).warnings
     assert "has 2 hosts" in warning and "MPI launcher" in warning
-    torque = rt.pbs_env(hosts=("node1", "node2", "node3"), flavor="torque")
+    torque = pbs_env(hosts=("node1", "node2", "node3"), flavor="torque")
     unreadable = probes.fake(hostname="node1", files={})  # Torque's PBS_NUM_NODES says it without the file
     assert "has 3 hosts" in resolver.resolve(torque.environ, unreadable).warnings[0]
 
@@ -49,7 +50,7 @@ def test_a_job_on_several_hosts_warns_from_the_node_file_or_torques_count() -> N
 def test_a_subjob_records_its_index_and_takes_its_own_port(
     launch: dict[str, object], array_job: str | None, task: str, variable: str
 ) -> None:
-    script = rt.pbs_env(**launch)  # type: ignore[arg-type]
+    script = pbs_env(**launch)  # type: ignore[arg-type]
     t = resolver.resolve(script.environ, script.probes())
     assert (t.job_id, t.array_job_id, t.array_task_id) == ("1234[7].pbsserver", array_job, task)
     assert str(t.provenance["array_task_id"]) == f"env:{variable}"
@@ -57,7 +58,7 @@ def test_a_subjob_records_its_index_and_takes_its_own_port(
 
 
 def test_a_pbsdsh_task_is_one_process_and_says_why() -> None:
-    task = rt.pbs_env(vnode=3, hosts=("node1", "node2"), ncpus=2)
+    task = pbs_env(vnode=3, hosts=("node1", "node2"), ncpus=2)
     assert task.hostname == "node2" and task.files == {}  # the node file is on the mother superior
     t = resolver.resolve(task.environ, task.probes())
     assert (t.source, t.world_size, t.global_rank) == ("pbs", 1, 0)
@@ -68,7 +69,7 @@ def test_a_pbsdsh_task_is_one_process_and_says_why() -> None:
 
 
 def test_an_interactive_job() -> None:
-    shell = rt.pbs_env(interactive=True)
+    shell = pbs_env(interactive=True)
     t = resolver.resolve(shell.environ, shell.probes())
     assert (t.source, t.job_name) == ("pbs", "STDIN")
 
@@ -83,12 +84,12 @@ def test_an_interactive_job() -> None:
     ids=["rank-variables", "mpi-singleton", "cray-pals"],
 )
 def test_who_resolves_what_inside_a_job(extra: dict[str, str], chosen: str) -> None:
-    env = {**rt.pbs_env().environ, **extra}
+    env = {**pbs_env().environ, **extra}
     assert resolver.explain(env).chosen == chosen
 
 
 def test_forcing_pbs_on_an_mpi_rank_is_refused() -> None:
-    env = {**rt.pbs_env().environ, "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}
+    env = {**pbs_env().environ, "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}
     with pytest.raises(InvalidSettings, match="OMPI_COMM_WORLD_SIZE"):
         resolver.resolve(env, FAKE, source="pbs")
 
@@ -96,7 +97,7 @@ def test_forcing_pbs_on_an_mpi_rank_is_refused() -> None:
 # -- MPI ranks inside a PBS job: the job's facts, its port, and the mother superior on one node --------------
 
 
-def ranks_in(launch: rt.PbsLaunch, job: rt.Job) -> rt.Job:
+def ranks_in(launch: PbsLaunch, job: rt.Job) -> rt.Job:
     """`job`'s ranks with the job script's variables (the MPI launchers forward them) and the node file."""
     script = launch.process()
     processes = tuple(
@@ -107,7 +108,7 @@ def ranks_in(launch: rt.PbsLaunch, job: rt.Job) -> rt.Job:
 
 
 def test_mpi_ranks_on_one_node_need_no_collective() -> None:
-    launch = rt.PbsLaunch(hosts=("node1",), ncpus=4, sequence=99)
+    launch = PbsLaunch(hosts=("node1",), ncpus=4, sequence=99)
     job = ranks_in(launch, rt.mpich_job(n=4, hosts=("node1",)))
     tops = [resolver.resolve(p.environ, p.probes()) for p in job]  # no comm: the fakes would refuse it
     rt.assert_consistent(tops, job)
@@ -119,7 +120,7 @@ def test_mpi_ranks_on_one_node_need_no_collective() -> None:
 
 
 def test_on_another_host_than_the_mother_superior_the_ranks_ask_rank_0() -> None:
-    launch = rt.PbsLaunch(hosts=("node1", "node2"), sequence=99)
+    launch = PbsLaunch(hosts=("node1", "node2"), sequence=99)
     job = ranks_in(launch, rt.mpich_job(n=2, hosts=("node2",)))  # mpiexec -hosts node2 -n 2
     readable = attrs.evolve(
         job, processes=tuple(attrs.evolve(p, files={launch.nodefile_path: launch.nodefile()}) for p in job)
@@ -131,7 +132,7 @@ def test_on_another_host_than_the_mother_superior_the_ranks_ask_rank_0() -> None
 
 
 def test_mpi_ranks_across_nodes_take_the_address_from_the_exchange() -> None:
-    launch = rt.PbsLaunch(hosts=("node1", "node2"), ncpus=2, sequence=99)
+    launch = PbsLaunch(hosts=("node1", "node2"), ncpus=2, sequence=99)
     job = ranks_in(launch, rt.openmpi_job(np=4, hosts=("node1", "node2"), slots=2))
     tops = job.resolve()
     rt.assert_consistent(tops, job)
@@ -167,7 +168,7 @@ def test_node_file_lines() -> None:
 
 
 def test_main_host_only_on_the_mother_superior() -> None:
-    launch = rt.PbsLaunch(hosts=("node1.cluster", "node2"))
+    launch = PbsLaunch(hosts=("node1.cluster", "node2"))
     env, files = launch.script_variables(), {launch.nodefile_path: launch.nodefile()}
     host, origin = pbs.main_host(env, probes.fake(hostname="node1", files=files)) or ("", None)
     assert (host, str(origin)) == (
@@ -176,7 +177,7 @@ def test_main_host_only_on_the_mother_superior() -> None:
     )
     assert pbs.main_host(env, probes.fake(hostname="node2", files=files)) is None
     assert pbs.main_host(env, probes.fake(hostname="node1", files={})) is None
-    by_address = rt.PbsLaunch(hosts=("10.0.0.1", "10.0.0.2"))  # a node file of addresses: no short names
+    by_address = PbsLaunch(hosts=("10.0.0.1", "10.0.0.2"))  # a node file of addresses: no short names
     env, files = by_address.script_variables(), {by_address.nodefile_path: by_address.nodefile()}
     assert pbs.main_host(env, probes.fake(hostname="10.0.0.2", files=files)) is None
     assert pbs.main_host(env, probes.fake(hostname="10.0.0.1", files=files)) is not None
@@ -196,14 +197,14 @@ def test_main_host_only_on_the_mother_superior() -> None:
     ],
 )
 def test_bad_values_name_the_variable(change: dict[str, str], variable: str) -> None:
-    env = {**rt.pbs_env(flavor="torque").environ, **change}
+    env = {**pbs_env(flavor="torque").environ, **change}
     with pytest.raises(InvalidVariable) as info:
         resolver.resolve(env, probes.fake(hostname="node1", files={}))
     assert info.value.variable == variable
 
 
 def test_the_node_file_is_named_when_malformed() -> None:
-    script = rt.pbs_env()
+    script = pbs_env()
     with pytest.raises(InvalidVariable) as info:
         resolver.resolve(script.environ, probes.fake(files={script.environ["PBS_NODEFILE"]: "a;b\n"}))
     assert info.value.variable == "PBS_NODEFILE"
@@ -219,17 +220,17 @@ def test_forced_without_the_job_variables_names_them() -> None:
 def test_the_job_script_offers_this_host_s_slots_as_the_workers_per_node() -> None:
     """`--format torchrun` in a job script gives --nproc-per-node (issue 27, point 11): Torque's
     PBS_NUM_PPN, else the node file's lines for this host (the mother superior)."""
-    script = rt.pbs_env(hosts=("node1", "node2"), ncpus=3)
+    script = pbs_env(hosts=("node1", "node2"), ncpus=3)
     t = resolver.resolve(script.environ, script.probes())
     assert t.nproc_per_node == 3 and t.provenance["nproc_per_node"].kind == "formula"
-    torque = rt.pbs_env(hosts=("node1", "node2"), ncpus=2, flavor="torque")
+    torque = pbs_env(hosts=("node1", "node2"), ncpus=2, flavor="torque")
     assert resolver.resolve(torque.environ, probes.fake(hostname="node1", files={})).nproc_per_node == 2
     elsewhere = probes.fake(hostname="node2", files=dict(script.files))
     assert resolver.resolve(script.environ, elsewhere).nproc_per_node is None  # not the mother superior
 
 
 def test_the_node_file_is_read_once_per_resolve() -> None:
-    task = rt.pbs_env(hosts=("node1", "node2"), ncpus=2)
+    task = pbs_env(hosts=("node1", "node2"), ncpus=2)
     fake = task.probes()
     reads: list[str] = []
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from resolver import testing as rt
 from resolver.sources import flux
+from resolver.testing.flux import flux_env, flux_job
 
 # flux-environment(7): "JOB ENVIRONMENT" (the job shell) and the pmi plugin's PMI_* variables
 DOCUMENTED = {
@@ -32,7 +33,7 @@ DOCUMENTED = {
 
 
 def test_every_variable_is_a_documented_one() -> None:
-    for env in rt.flux_job(n=4, hosts=("n1", "n2")).environs:
+    for env in flux_job(n=4, hosts=("n1", "n2")).environs:
         assert set(env) == DOCUMENTED
         assert env["PMI_RANK"] == env["FLUX_TASK_RANK"] and env["PMI_SIZE"] == env["FLUX_JOB_SIZE"]
         for variable, shape in rt.NONDETERMINISTIC["flux"].items():
@@ -46,7 +47,7 @@ def test_every_variable_is_a_documented_one() -> None:
 def test_the_documented_task_maps(taskmap: str, nodes: list[int]) -> None:
     # flux-environment(7), FLUX_TASK_RANK: 8 tasks on 2 nodes, block 0-3 | 4-7, cyclic 0,2,4,6 | 1,3,5,7;
     # FLUX_TASK_LOCAL_ID: 0-3 on each node
-    job = rt.flux_job(n=8, hosts=("node0", "node1"), taskmap=taskmap)  # type: ignore[arg-type]
+    job = flux_job(n=8, hosts=("node0", "node1"), taskmap=taskmap)  # type: ignore[arg-type]
     assert [p.node for p in job] == nodes
     for node in (0, 1):
         assert sorted(int(p.environ["FLUX_TASK_LOCAL_ID"]) for p in job if p.node == node) == [0, 1, 2, 3]
@@ -54,19 +55,19 @@ def test_the_documented_task_maps(taskmap: str, nodes: list[int]) -> None:
 
 
 def test_the_job_id_is_f58() -> None:
-    env = rt.flux_env()
+    env = flux_env()
     assert env["FLUX_JOB_ID"] == "\u0192uZZybuNNy"  # RFC 19's example, the default id
-    assert flux.f58_decode("FLUX_JOB_ID", rt.flux_env(job_id=58)["FLUX_JOB_ID"]) == 58
+    assert flux.f58_decode("FLUX_JOB_ID", flux_env(job_id=58)["FLUX_JOB_ID"]) == 58
 
 
 @pytest.mark.parametrize(
     ("make", "words"),
     [
-        (lambda: rt.flux_env(rank=2, n=2), "tasks 0..1"),
-        (lambda: rt.flux_env(n=1, hosts=("a", "b")), "at least one task per host"),
-        (lambda: rt.flux_env(taskmap="manual"), "'block' or 'cyclic'"),  # type: ignore[arg-type]
-        (lambda: rt.flux_env(job_id=1 << 64), "64-bit"),
-        (lambda: rt.flux_env(hosts=("a", "a"), n=2), "each host once"),
+        (lambda: flux_env(rank=2, n=2), "tasks 0..1"),
+        (lambda: flux_env(n=1, hosts=("a", "b")), "at least one task per host"),
+        (lambda: flux_env(taskmap="manual"), "'block' or 'cyclic'"),  # type: ignore[arg-type]
+        (lambda: flux_env(job_id=1 << 64), "64-bit"),
+        (lambda: flux_env(hosts=("a", "a"), n=2), "each host once"),
     ],
 )
 def test_impossible_launches_are_refused(make: Callable[[], object], words: str) -> None:

@@ -61,7 +61,8 @@ def test_a_builder_takes_exactly_its_launch_fields(build: Callable[..., object],
 def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
     use = tmp_path / "use_builders.py"
     use.write_text(
-        "from resolver.testing import lsf_env, slurm_env\n"
+        "from resolver.testing.lsf import lsf_env\n"  # the typed import: the launcher's module
+        "from resolver.testing.slurm import slurm_env\n"
         "slurm_env(procid=3, nodes=('ci1', 'ci2'), ntasks=4)\n"
         "slurm_env(procid=3, node=('a', 'b'))\n"
         "lsf_env(rank='4')\n"
@@ -76,10 +77,10 @@ def test_mypy_refuses_a_keyword_no_launch_has(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 2, errors
-    assert ':3: error: Unexpected keyword argument "node"' in errors[0]
-    assert ':4: error: Argument "rank" has incompatible type "str"; expected "int"' in errors[1]
+    assert ':4: error: Unexpected keyword argument "node"' in errors[0]
+    assert ':5: error: Argument "rank" has incompatible type "str"; expected "int"' in errors[1]
     with pytest.raises(TypeError, match="node"):
-        rt.slurm_env(procid=3, node=("a", "b"))  # type: ignore[call-arg]
+        rt.slurm_env(procid=3, node=("a", "b"))  # the package's lazy name: Any to mypy, the same function
 
 
 def test_every_registry_entry_has_its_builder_modules_exported() -> None:
@@ -138,6 +139,25 @@ def run_python(code: str) -> str:
 
 def test_import_resolver_does_not_import_the_testing_module() -> None:
     assert run_python("import sys, resolver; print('resolver.testing' in sys.modules)") == "False"
+
+
+def test_the_package_imports_a_launcher_s_module_only_when_a_name_is_asked_for() -> None:
+    """The re-exports come from the registry's builder modules on first use (PEP 562), so a new
+    launcher's module needs no edit to the package, and importing it costs no launcher's module."""
+    code = (
+        "import sys, resolver.testing as rt\n"
+        "def kit():\n    return sorted(m for m in sys.modules if m.startswith('resolver.testing.'))\n"
+        "print(kit())\n"
+        "print(rt.slurm_env.__module__, 'resolver.testing.indexed_job' in kit())\n"
+        "print('indexed_job_env' in dir(rt), 'indexed_job_env' in rt.__all__, 'LAUNCHER' in rt.__all__)\n"
+        "try:\n    rt.slurm_environment\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    assert run_python(code).splitlines() == [
+        "['resolver.testing.world']",
+        "resolver.testing.slurm True",
+        "True True False",
+        "module 'resolver.testing' has no attribute 'slurm_environment'",
+    ]
 
 
 def test_the_builders_work_without_hypothesis() -> None:

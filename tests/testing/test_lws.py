@@ -8,12 +8,12 @@ from hypothesis import given, settings
 import probes
 import resolver
 from resolver import testing as rt
-from resolver.testing.lws import LAUNCHER
+from resolver.testing.lws import LAUNCHER, lws_env, lws_job
 
 
 def test_the_documented_variables() -> None:
     # the reference's example: LWS_LEADER_ADDRESS of group 0 of leaderworkerset-multi-template, LWS_GROUP_SIZE 4
-    pod = rt.lws_env(node=2, size=4, name="leaderworkerset-multi-template")
+    pod = lws_env(node=2, size=4, name="leaderworkerset-multi-template")
     assert pod == {
         "LWS_LEADER_ADDRESS": "leaderworkerset-multi-template-0.leaderworkerset-multi-template.default",
         "LWS_GROUP_SIZE": "4",
@@ -21,7 +21,7 @@ def test_the_documented_variables() -> None:
         "LWS_NAME": "leaderworkerset-multi-template",
         "LWS_GROUP_INDEX": "0",
     }
-    unique = rt.lws_env(node=1, group=1, subdomain_policy="UniquePerReplica", downward_api=False)
+    unique = lws_env(node=1, group=1, subdomain_policy="UniquePerReplica", downward_api=False)
     assert unique == {"LWS_LEADER_ADDRESS": "vllm-1.vllm-1.default", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"}
     t = resolver.resolve(pod, probes.fake())
     assert (t.source, t.node_rank, t.main_address, t.job_id) == (
@@ -33,7 +33,7 @@ def test_the_documented_variables() -> None:
 
 
 def test_a_group_is_one_world_on_its_pods_hosts() -> None:
-    job = rt.lws_job(size=3, group=2)
+    job = lws_job(size=3, group=2)
     assert job.hosts == ("vllm-2", "vllm-2-1", "vllm-2-2")  # the leader, then the workers' pods
     rt.assert_consistent(job.resolve(), job)
 
@@ -50,4 +50,4 @@ def test_every_drawn_group_is_one_world(job: rt.Job) -> None:
 )
 def test_impossible_launches_are_refused(keywords: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        rt.lws_env(**keywords)  # type: ignore[arg-type]
+        lws_env(**keywords)  # type: ignore[arg-type]

@@ -13,26 +13,27 @@ from hypothesis import strategies as st
 
 import resolver
 from resolver import testing as rt
+from resolver.testing.pbs import PbsLaunch, pbs_env
 
 # OpenPBS qsub(1B), "ENVIRONMENT VARIABLES": exported to every job (TMPDIR too), and PBS_O_* from qsub
 EXPORTED = {"PBS_ENVIRONMENT", "PBS_JOBDIR", "PBS_JOBID", "PBS_JOBNAME", "PBS_NODEFILE", "PBS_QUEUE", "TMPDIR"}
 
 
 def test_the_job_script_has_what_qsub_documents() -> None:
-    env = rt.pbs_env().environ
+    env = pbs_env().environ
     assert set(env) >= EXPORTED
     assert all(name in EXPORTED or name.startswith("PBS_O_") for name in env)
     assert env["PBS_ENVIRONMENT"] == "PBS_BATCH" and env["PBS_JOBID"] == "1234.pbsserver"
 
 
 def test_the_node_file_has_a_line_per_vnode_mother_superior_first() -> None:
-    script = rt.pbs_env(hosts=("ms", "sister"), ncpus=(2, 3))
+    script = pbs_env(hosts=("ms", "sister"), ncpus=(2, 3))
     assert script.files == {script.environ["PBS_NODEFILE"]: "ms\nms\nsister\nsister\nsister\n"}
     assert script.hostname == "ms"
 
 
 def test_pbsdsh_tasks_follow_the_node_file() -> None:
-    launch = rt.PbsLaunch(hosts=("ms", "sister"), ncpus=2)
+    launch = PbsLaunch(hosts=("ms", "sister"), ncpus=2)
     tasks = [launch.process(vnode) for vnode in range(4)]
     assert [t.hostname for t in tasks] == ["ms", "ms", "sister", "sister"]
     assert [t.environ["PBS_NODENUM"] for t in tasks] == ["0", "0", "1", "1"]
@@ -41,7 +42,7 @@ def test_pbsdsh_tasks_follow_the_node_file() -> None:
 
 
 def test_torque_and_arrays() -> None:
-    torque = rt.pbs_env(flavor="torque", hosts=("a", "b"), ncpus=4, array_index=3).environ
+    torque = pbs_env(flavor="torque", hosts=("a", "b"), ncpus=4, array_index=3).environ
     assert (torque["PBS_NP"], torque["PBS_NUM_NODES"], torque["PBS_NUM_PPN"], torque["PBS_ARRAYID"]) == (
         "8",
         "2",
@@ -49,7 +50,7 @@ def test_torque_and_arrays() -> None:
         "3",
     )
     assert "PBS_ARRAY_INDEX" not in torque and "PBS_JOBDIR" not in torque
-    pro = rt.pbs_env(array_index=3).environ
+    pro = pbs_env(array_index=3).environ
     assert (pro["PBS_JOBID"], pro["PBS_ARRAY_ID"], pro["PBS_ARRAY_INDEX"]) == (
         "1234[3].pbsserver",
         "1234[].pbsserver",
@@ -60,10 +61,10 @@ def test_torque_and_arrays() -> None:
 @pytest.mark.parametrize(
     ("make", "words"),
     [
-        (lambda: rt.pbs_env(vnode=2, ncpus=2), "vnodes 0..1"),
-        (lambda: rt.pbs_env(flavor="slurm"), "'openpbs' or 'torque'"),  # type: ignore[arg-type]
-        (lambda: rt.pbs_env(ncpus=0), "at least one vnode"),
-        (lambda: rt.pbs_env(hosts=("a", "b"), ncpus=(1,)), "capacity"),
+        (lambda: pbs_env(vnode=2, ncpus=2), "vnodes 0..1"),
+        (lambda: pbs_env(flavor="slurm"), "'openpbs' or 'torque'"),  # type: ignore[arg-type]
+        (lambda: pbs_env(ncpus=0), "at least one vnode"),
+        (lambda: pbs_env(hosts=("a", "b"), ncpus=(1,)), "capacity"),
     ],
 )
 def test_impossible_jobs_are_refused(make: Callable[[], object], words: str) -> None:
