@@ -50,6 +50,7 @@ LEAD_MOST = 2.0  # seconds a leader takes followers at most
 ACK_WAIT = 5.0  # seconds a process waits for a leader to acknowledge its record before meeting rank 0 directly
 _ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
 _ENVELOPE = ("protocol", "round", "job", "wait")  # what join adds to every message: not part of a record
+_HERE = "here"  # a process's hint to its leader: how many of the host's processes meet it (meet's `local`)
 
 _Joiner = Callable[..., Any]  # probes.exchange.join's signature
 
@@ -183,15 +184,18 @@ def meet(
     gets: a leader relays each follower its own part (rank 0 may answer a batch with something for
     each of its processes, and a follower needs only its own), keeps its own, and a process meeting
     rank 0 directly gets its part too. Without it every process gets rank 0's answer as it is (the
-    check's verdict). `local` is how many processes the host has, when the caller knows it: a leader
-    stops taking followers once that many came (the check's records say it themselves, in
-    `topology.local_world_size`).
+    check's verdict). `local` is how many processes of the host meet here, when the caller knows it
+    (rank 0 listens instead, so its host has one fewer): a leader stops taking followers once the most
+    any of them says came; without it a record's `topology.local_world_size` says it. A hint of when
+    to stop waiting, nothing more: too high costs `LEAD_QUIET`, too low a second batch.
     """
     mine = dict(message)
     if "id" not in mine:
         mine["id"] = f"{random.getrandbits(64):016x}"  # tells records apart, guards nothing
     if about is not None:  # kept as it is: `about` gives a new mapping at every call
         mine.update(about(None))
+    if local is not None:  # the leader's hint, sent to it beside the record (not on to rank 0)
+        mine[_HERE] = local
     talk = {
         "round_": round_,
         "job": job,
@@ -204,7 +208,7 @@ def meet(
     }
     rank0 = _Rank0(address, port, talk, joiner, nodes, relay, local)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
-        return rank0.join(mine, leader=False, own=mine)
+        return rank0.join(_strip(mine), leader=False, own=mine)
     try:
         return _meet(channel_name(round_, job, address, port, host), mine, rank0)
     except ExchangeFailed as exc:
@@ -231,7 +235,7 @@ def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
             continue
         except _Direct:
             break
-    return rank0.join(mine, leader=False, own=mine)
+    return rank0.join(_strip(mine), leader=False, own=mine)
 
 
 @attrs.frozen
@@ -396,7 +400,7 @@ class _Leader:
         when to stop waiting, nothing more), LEAD_QUIET without a newcomer, or `until`. Blocking calls
         bounded in the kernel, one follower at a time: a follower sends its record as it connects, and
         no selector means fewer system calls, each a trip for the GIL where ranks are threads."""
-        expected = _local_size(self.mine) if self.local is None else self.local
+        expected = _expected(self.mine) if self.local is None else self.local
         if expected is not None and expected > 64:  # a host of many processes: room for a connection each
             raise_open_files(expected)
         last = time.monotonic()
@@ -411,7 +415,7 @@ class _Leader:
                 break
             last = time.monotonic()
             got = self._read(sock, min(until, last + ACK_WAIT))
-            size = None if got is None else _local_size(got)
+            size = None if got is None else _expected(got)
             if size is not None:
                 expected = max(expected or 0, size)
         self.listener.setblocking(False)  # the last ones in the queue: take whoever already spoke
@@ -469,7 +473,15 @@ def _alive(sock: socket.socket) -> bool:
 
 
 def _strip(message: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in message.items() if k not in _ENVELOPE}
+    return {k: v for k, v in message.items() if k not in _ENVELOPE and k != _HERE}
+
+
+def _expected(message: Mapping[str, Any]) -> int | None:
+    """How many of the host's processes the sender of `message` says meet its leader."""
+    here = message.get(_HERE)
+    if isinstance(here, int) and not isinstance(here, bool) and 0 < here < 1_000_000:
+        return here
+    return _local_size(message)
 
 
 def _local_size(message: Mapping[str, Any]) -> int | None:

@@ -13,6 +13,7 @@ import attrs
 import pytest
 
 import resolver
+from probes import hostlocal
 from probes.exchange import RECORD_LIMIT, ExchangeFailed
 from probes.hostlocal import compact
 from probes.limits import OpenFiles, listen_overflows, open_files, raise_open_files
@@ -84,6 +85,29 @@ def test_a_record_of_a_job_on_5000_nodes_stays_small() -> None:
 
 def without(mapping: Mapping[str, object], key: str) -> dict[str, object]:
     return {k: v for k, v in mapping.items() if k != key}
+
+
+def test_rank_0_s_host_meets_without_waiting_for_rank_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 listens and never meets its host's leader: the others there say one fewer, so the leader
+    goes once they came, not after the quiet it would wait for an eighth (made 20 s here)."""
+    monkeypatch.setattr(hostlocal, "LEAD_QUIET", 20.0)
+    monkeypatch.setattr(hostlocal, "LEAD_MOST", 20.0)
+    job, envs = world(8, hosts=("h1",))
+    start = time.monotonic()
+    reports = meet(job, envs, timeout=40.0)
+    assert all(r.ok for r in reports), [r.problems for r in reports]
+    assert time.monotonic() - start < 10
+
+
+def test_the_hint_to_the_leader_counts_rank_0_out_where_it_is_known_to_be_here() -> None:
+    job, envs = world(8, hosts=("h1", "h2"))
+    here = [_check._meeting_here(resolver.resolve(e, p.probes())) for e, p in zip(envs, job, strict=True)]
+    assert here == [3, 3, 3, 3, 4, 4, 4, 4]  # h1 holds ranks 0-3 (rank 0 listens), h2 ranks 4-7
+    assert _check._meeting_here(None) is None
+
+
+def test_the_hint_goes_to_the_leader_only() -> None:
+    assert "here" not in hostlocal._strip({"id": "a", "here": 7, "protocol": 1})
 
 
 def test_rank_0_short_of_open_files_tells_every_process_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
