@@ -56,7 +56,9 @@ class TcpComm:
     `hostname` names this process's host for its host leader's channel (the census uses the host name
     each rank sends instead); `local_size`, the ranks on this host when the launcher says, lets a
     leader go to rank 0 as soon as its host's ranks came and rank 0 size its open-file limit for
-    `size / local_size` hosts.
+    `size / local_size` hosts; with `local_rank` too, the ranks of rank 0's host count rank 0 out
+    (it listens and never meets its host's leader; local ranks follow global ones, so a rank whose
+    local rank is its rank shares rank 0's host).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class TcpComm:
         timeout: float = 120.0,
         hostname: str | None = None,
         local_size: int | None = None,
+        local_rank: int | None = None,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} is not in 0..{size - 1}")
@@ -76,6 +79,7 @@ class TcpComm:
             raise ValueError(f"local_size {local_size} is not in 1..{size}")
         self.rank, self.size, self.host, self.port, self.timeout = rank, size, host, port, timeout
         self.local_size = local_size
+        self.local_rank = local_rank
         self.hostname = hostname
         self._rounds = itertools.count()  # each collective meets in a round of its own (ranks call them in order)
         self.connections = 0  # rank 0: the connections its last collective took (one per host batch with leaders)
@@ -137,7 +141,7 @@ class TcpComm:
                     record,
                     host=host or self.hostname or socket.gethostname(),
                     nodes=self._nodes(),
-                    local=self.local_size,
+                    local=self._meeting_here(),
                     relay=_relay if op == "census" else None,
                     **talk,
                 )
@@ -157,6 +161,13 @@ class TcpComm:
     def _nodes(self) -> int | None:
         """How many hosts the job has, as the launcher's local size tells (None when it does not)."""
         return None if self.local_size is None else -(-self.size // self.local_size)
+
+    def _meeting_here(self) -> int | None:
+        """How many ranks of this host meet its leader: the local size, less rank 0 on rank 0's host."""
+        if self.local_size is None:
+            return None
+        here_with_rank_0 = self.local_rank == self.rank and self.local_size > 1
+        return self.local_size - 1 if here_with_rank_0 else self.local_size
 
 
 def _relay(answer: Any, record: Mapping[str, Any]) -> Any:

@@ -76,6 +76,7 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
             )
         size = env.integer(environ, found.size, minimum=1)
         local = None if found.local_size is None else env.optional_integer(environ, found.local_size, minimum=1)
+        local_rank = None if found.local_rank is None else env.optional_integer(environ, found.local_rank)
         return TcpComm(
             env.integer(environ, found.rank),
             size,
@@ -85,6 +86,7 @@ def probes_without_mpi(environ: Mapping[str, str]) -> Probes:
             # the ranks on this host, as the launcher says: host leaders go to rank 0 once theirs came, and
             # rank 0 sizes its open-file limit for that many hosts (a wrong value costs a wait, never a result)
             local_size=local if local is not None and local <= size else None,
+            local_rank=local_rank,
         )
 
     return attrs.evolve(system(timeout=PROBE_TIMEOUT), comm=comm)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import probes
 import resolver
+from probes import hostlocal
 from probes.census import Seat
 from probes.fakes import FakeComm
 from probes.limits import OpenFiles
@@ -208,6 +209,21 @@ def test_rank_0_holds_a_connection_per_host_and_each_rank_gets_its_place() -> No
     assert {p.hostnames for p in places} == {("node0", "node1", "node2", "node3")}
     assert {p.rank0 for p in places} == {places[0].rank0}
     assert 4 <= root.connections <= 8  # a batch per host (a second where a rank came late), not 15 connections
+
+
+def test_rank_0_s_host_meets_without_waiting_for_rank_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 listens and never meets its host's leader: with local ranks its host-mates count it out,
+    so their leader goes once they came, not after the quiet it would wait for the eighth (20 s here)."""
+    monkeypatch.setattr(hostlocal, "LEAD_QUIET", 20.0)
+    monkeypatch.setattr(hostlocal, "LEAD_MOST", 20.0)
+    n, port = 8, free_port()
+    comms = [TcpComm(r, n, "127.0.0.1", port, timeout=40, local_size=n, local_rank=r) for r in range(n)]
+    answers = [("h1", "127.0.0.1" if r == 0 else None, port if r == 0 else None, None) for r in range(n)]
+    start = time.monotonic()
+    places = run_comms(comms, lambda c: c.census(answers[c.Get_rank()]), timeout=45)
+    assert [p.seat for p in places] == [Seat(0, 1, r, 8) for r in range(n)]
+    assert time.monotonic() - start < 10
+    assert comms[3]._meeting_here() == 7 and TcpComm(3, 8, "h", 1, local_size=4, local_rank=1)._meeting_here() == 4
 
 
 def test_a_rank_whose_probe_failed_fails_every_rank_alike() -> None:
