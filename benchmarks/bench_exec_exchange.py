@@ -100,7 +100,10 @@ def run_ranks(mode: str, ranks: list[int], size: int, port: int) -> dict[str, An
 
     results: dict[int, Any] = {}
     ends: dict[int, float] = {}
-    comms = {r: TcpComm(r, size, "127.0.0.1", port, timeout=TIMEOUT, local_size=PER_HOST) for r in ranks}
+    comms = {
+        r: TcpComm(r, size, "127.0.0.1", port, timeout=TIMEOUT, local_size=PER_HOST, local_rank=r % PER_HOST)
+        for r in ranks
+    }
     go = threading.Event()
     start = [0.0]
 
