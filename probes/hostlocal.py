@@ -396,10 +396,11 @@ class _Leader:
         return rank0.part(answer, self.mine)
 
     def _take(self, until: float) -> None:
-        """Take followers until as many records as their largest `local_world_size` claims (a hint of
-        when to stop waiting, nothing more), LEAD_QUIET without a newcomer, or `until`. Blocking calls
-        bounded in the kernel, one follower at a time: a follower sends its record as it connects, and
-        no selector means fewer system calls, each a trip for the GIL where ranks are threads."""
+        """Take followers until as many records as the largest count among them claims (meet's `local`,
+        else `local_world_size`: a hint of when to stop waiting, nothing more), LEAD_QUIET without a
+        newcomer, or `until`. Blocking calls bounded in the kernel, one follower at a time: a follower
+        sends its record as it connects, and no selector means fewer system calls, each a trip for the
+        GIL where ranks are threads."""
         expected = _expected(self.mine) if self.local is None else self.local
         if expected is not None and expected > 64:  # a host of many processes: room for a connection each
             raise_open_files(expected)
