@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import socket
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_exchange import free_port  # below the ephemeral range: see there
 from probes.census import Seat
 from probes.tcp import TcpComm
 
@@ -60,19 +60,6 @@ def expected_seat(rank: int, size: int) -> Seat:
     hosts = -(-size // PER_HOST)
     last = size - (hosts - 1) * PER_HOST
     return Seat(rank // PER_HOST, hosts, rank % PER_HOST, PER_HOST if rank // PER_HOST < hosts - 1 else last)
-
-
-def free_port() -> int:
-    """A port below the ephemeral range (thousands of retried connects take ephemeral ones; see bench_exchange)."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.sample(range(max(1024, low - 8192), low), 256):
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 # -- one OS process of the run -----------------------------------------------------------------------------
