@@ -43,7 +43,18 @@ import attrs
 from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, RETRY_RATE, ExchangeFailed, _time_limits, join
 from probes.limits import raise_open_files
 
-__all__ = ["ACK_WAIT", "LEAD_MOST", "LEAD_QUIET", "channel_name", "compact", "expand", "listen_queue", "meet", "pace"]
+__all__ = [
+    "ACK_WAIT",
+    "LEAD_MOST",
+    "LEAD_QUIET",
+    "channel_name",
+    "compact",
+    "expand",
+    "listen_queue",
+    "meet",
+    "meeting_here",
+    "pace",
+]
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
 LEAD_MOST = 2.0  # seconds a leader takes followers at most
@@ -206,7 +217,7 @@ def meet(
         "about": about,
         "on_wait": on_wait,
     }
-    rank0 = _Rank0(address, port, talk, joiner, nodes, relay, local)
+    rank0 = _Rank0(address, port, talk, joiner, nodes, relay)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(_strip(mine), leader=False, own=mine)
     try:
@@ -241,7 +252,7 @@ def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
 @attrs.frozen
 class _Rank0:
     """How to meet rank 0: where, with `join`'s keywords, through `joiner`; `nodes` paces a leader's retries;
-    `relay` and `local` as `meet` has them."""
+    `relay` as `meet` has it."""
 
     address: str
     port: int
@@ -249,7 +260,6 @@ class _Rank0:
     joiner: _Joiner
     nodes: int | None
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None
-    local: int | None = None
 
     def join(self, message: Mapping[str, Any], *, leader: bool, own: Mapping[str, Any] | None = None) -> Any:
         """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part."""
@@ -309,7 +319,7 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
             if exc.errno in (errno.EADDRINUSE, errno.EINVAL):  # someone bound it meanwhile: follow them
                 raise _Again from None
             raise _Direct from None
-        return _Leader(sock, mine, rank0.local).lead(rank0)
+        return _Leader(sock, mine).lead(rank0)
 
 
 def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
@@ -356,10 +366,9 @@ def _whom(leader: Mapping[str, Any]) -> str:
 class _Leader:
     """The host's leader: takes followers' records, joins rank 0 with them, relays the answer."""
 
-    def __init__(self, listener: socket.socket, mine: dict[str, Any], local: int | None = None) -> None:
+    def __init__(self, listener: socket.socket, mine: dict[str, Any]) -> None:
         self.listener = listener
         self.mine = mine
-        self.local = local  # the host's process count, when the caller knows it (meet's `local`)
         self.me = {"id": mine["id"], "rank": mine.get("rank"), "pid": os.getpid(), "host": mine.get("host")}
         self.ack = _line({"protocol": PROTOCOL, "leader": self.me})
         self.followers: list[tuple[socket.socket, dict[str, Any]]] = []
@@ -401,7 +410,7 @@ class _Leader:
         newcomer, or `until`. Blocking calls bounded in the kernel, one follower at a time: a follower
         sends its record as it connects, and no selector means fewer system calls, each a trip for the
         GIL where ranks are threads."""
-        expected = _expected(self.mine) if self.local is None else self.local
+        expected = _expected(self.mine)  # meet's `local`, carried in the record's hint
         if expected is not None and expected > 64:  # a host of many processes: room for a connection each
             raise_open_files(expected)
         last = time.monotonic()
@@ -475,6 +484,17 @@ def _alive(sock: socket.socket) -> bool:
 
 def _strip(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k not in _ENVELOPE and k != _HERE}
+
+
+def meeting_here(local_size: int | None, rank: int, local_rank: int | None) -> int | None:
+    """How many processes of a host meet its leader, for `meet`'s `local`: the host's `local_size`, less
+    rank 0 where it is there (it listens instead and never meets its host's leader). Local ranks follow
+    global ones on every launcher, so a process whose `local_rank` is its `rank` shares rank 0's host;
+    elsewhere the count stays `local_size` (a leader that counts on one process too many waits
+    `LEAD_QUIET` for it)."""
+    if local_size is None:
+        return None
+    return local_size - 1 if local_rank == rank and local_size > 1 else local_size
 
 
 def _expected(message: Mapping[str, Any]) -> int | None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from probes.census import Answer, Place, Tally, batch_answer, is_answer, narrow, place_of
 from probes.exchange import Arrival, ExchangeFailed, Server, join
-from probes.hostlocal import expand, meet
+from probes.hostlocal import expand, meet, meeting_here
 from probes.limits import OpenFiles, raise_open_files
 from resolver.errors import ProbeFailed
 
@@ -141,7 +141,7 @@ class TcpComm:
                     record,
                     host=host or self.hostname or socket.gethostname(),
                     nodes=self._nodes(),
-                    local=self._meeting_here(),
+                    local=meeting_here(self.local_size, self.rank, self.local_rank),
                     relay=_relay if op == "census" else None,
                     **talk,
                 )
@@ -161,13 +161,6 @@ class TcpComm:
     def _nodes(self) -> int | None:
         """How many hosts the job has, as the launcher's local size tells (None when it does not)."""
         return None if self.local_size is None else -(-self.size // self.local_size)
-
-    def _meeting_here(self) -> int | None:
-        """How many ranks of this host meet its leader: the local size, less rank 0 on rank 0's host."""
-        if self.local_size is None:
-            return None
-        here_with_rank_0 = self.local_rank == self.rank and self.local_size > 1
-        return self.local_size - 1 if here_with_rank_0 else self.local_size
 
 
 def _relay(answer: Any, record: Mapping[str, Any]) -> Any:

@@ -53,7 +53,7 @@ from resolver.topology import Topology
 
 require_probes()  # a user's own probes.py must not hide ours: name it (resolver/_shadow.py)
 from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, ExchangeFailed, Server  # noqa: E402
-from probes.hostlocal import expand, listen_queue, meet  # noqa: E402
+from probes.hostlocal import expand, listen_queue, meet, meeting_here  # noqa: E402
 from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
 from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
@@ -866,7 +866,9 @@ def check(
             about=lambda connected: {"net": net(connected)},
             on_wait=lambda why, waited: _waiting(meeting, why, waited, timeout),
             nodes=None if topology is None else topology.num_nodes,
-            local=_meeting_here(topology),
+            local=None
+            if topology is None
+            else meeting_here(topology.local_world_size, topology.global_rank, topology.local_rank),
         )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:
@@ -874,17 +876,6 @@ def check(
     except (KeyError, TypeError, ValueError) as exc:
         failure = ExchangeFailed("foreign", f"rank 0 answered a verdict this process cannot read ({exc})")
         return report(_failed_meeting(meeting, host, failure, timeout, time.monotonic() - start))
-
-
-def _meeting_here(topology: Topology | None) -> int | None:
-    """How many processes of this host meet its leader: its local world size, less rank 0 where it is
-    here (it listens instead). Local ranks follow global ones on every launcher, so a process whose
-    global rank is its local rank has rank 0 on its host; elsewhere the hint stays the local world size
-    (a leader that counts on one process too many waits `LEAD_QUIET` for it, 0.25 s)."""
-    if topology is None or topology.local_world_size is None:
-        return None
-    here = topology.local_world_size
-    return here - 1 if topology.global_rank == topology.local_rank and here > 1 else here
 
 
 def _connections(topology: Topology | None, meeting: _Meeting) -> int:

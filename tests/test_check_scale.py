@@ -101,9 +101,10 @@ def test_rank_0_s_host_meets_without_waiting_for_rank_0(monkeypatch: pytest.Monk
 
 def test_the_hint_to_the_leader_counts_rank_0_out_where_it_is_known_to_be_here() -> None:
     job, envs = world(8, hosts=("h1", "h2"))
-    here = [_check._meeting_here(resolver.resolve(e, p.probes())) for e, p in zip(envs, job, strict=True)]
+    tops = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
+    here = [hostlocal.meeting_here(t.local_world_size, t.global_rank, t.local_rank) for t in tops]
     assert here == [3, 3, 3, 3, 4, 4, 4, 4]  # h1 holds ranks 0-3 (rank 0 listens), h2 ranks 4-7
-    assert _check._meeting_here(None) is None
+    assert hostlocal.meeting_here(None, 3, 3) is None
 
 
 def test_the_hint_goes_to_the_leader_only() -> None:

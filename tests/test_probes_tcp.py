@@ -223,7 +223,7 @@ def test_rank_0_s_host_meets_without_waiting_for_rank_0(monkeypatch: pytest.Monk
     places = run_comms(comms, lambda c: c.census(answers[c.Get_rank()]), timeout=45)
     assert [p.seat for p in places] == [Seat(0, 1, r, 8) for r in range(n)]
     assert time.monotonic() - start < 10
-    assert comms[3]._meeting_here() == 7 and TcpComm(3, 8, "h", 1, local_size=4, local_rank=1)._meeting_here() == 4
+    assert hostlocal.meeting_here(8, 3, 3) == 7 and hostlocal.meeting_here(4, 3, 1) == 4
 
 
 def test_a_rank_whose_probe_failed_fails_every_rank_alike() -> None:
