@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +20,14 @@ from probes.exchange import PROTOCOL, ExchangeFailed
 from probes.hostlocal import channel_name, compact, expand, meet
 
 ROUND = "test"
+
+
+@pytest.fixture(autouse=True)
+def _own_round(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Each test meets on channels of its own: a leader a failed test left behind holds its name (abstract
+    names live as long as their socket) and would take the next test's processes as its followers; so would
+    a run of this file in another process at the same time."""
+    monkeypatch.setattr(f"{__name__}.ROUND", f"t{os.getpid()}-{zlib.crc32(request.node.name.encode()):08x}")
 
 
 class Rank0:
@@ -83,6 +93,15 @@ def wait_bound(name: bytes) -> None:
                 return
         time.sleep(0.005)
     raise AssertionError("nobody bound the host's channel")
+
+
+def connect_listening(sock: socket.socket, name: bytes) -> None:
+    """Connect once the leader listens: it binds the name a moment before it listens (refused meanwhile)."""
+    for _ in range(400):
+        if sock.connect_ex(name) == 0:
+            return
+        time.sleep(0.005)  # ECONNREFUSED: bound, not listening yet
+    raise AssertionError("nobody listened on the host's channel")
 
 
 def test_the_first_to_bind_leads_whatever_local_rank_it_claims() -> None:
@@ -285,7 +304,7 @@ def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> No
     lead.start()
     wait_bound(name)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as quitter:  # gave up on a slow leader: meets rank 0
-        quitter.connect(name)
+        connect_listening(quitter, name)
         quitter.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
         quitter.recv(65536)
     lead.join(20)
