@@ -1,5 +1,4 @@
-"""Rules that several sources share, stated once: the job's port, host files, the one process a
-scheduler starts.
+"""Rules that several sources share, stated once: the job's port, host files.
 
 - `job_port`: every process of a job computes the same main port alone, from the job's number:
   ``base + (job * stride + offset) mod span``. A stride prime to the span gives consecutive jobs
@@ -9,8 +8,9 @@ scheduler starts.
   and ``#`` comments skipped, the first word a host; an error names the variable, the file and the
   line.
 - `first_host_here`: the first host of such a file as the main address, only on that host.
-- `one_process`: the record of the one process a scheduler started (job script, interactive shell,
-  array task), a world of one with the job's facts and port (Grid Engine, PBS).
+
+The one process a scheduler starts (Grid Engine, PBS) is `resolver.sources._hostfile.HostFileJob`'s,
+loaded by those two sources only.
 """
 
 from __future__ import annotations
@@ -19,28 +19,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver.environ import is_address
-from resolver.errors import InvalidSettings, InvalidVariable, shown
+from resolver.errors import InvalidVariable, shown
 from resolver.origin import Origin
-from resolver.sources._kit import Builder, Detection, JobFacts, present, read_if_here, same_host, this_host
+from resolver.sources._kit import JobFacts, read_if_here, same_host, this_host
 
 if TYPE_CHECKING:
     from probes import Probes
 
 __all__ = [
     "LOCAL_ADDRESS",
-    "RANK_VARIABLES",
     "first_host_here",
     "host_file",
     "job_endpoint",
     "job_port",
-    "launched_inside",
-    "one_process",
     "read_host_file",
-    "refuse_rank",
 ]
 
 LOCAL_ADDRESS = "127.0.0.1"  # the main address of a world of one
-RANK_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")  # a process launcher inside a job: the default reads them
 
 
 def job_port(
@@ -125,73 +120,3 @@ def job_endpoint(port: tuple[int, Origin], host: tuple[str, Origin] | None) -> J
     if host is not None:
         found["main_address"] = host
     return found
-
-
-def one_process(
-    b: Builder,
-    *,
-    facts: JobFacts,
-    port: tuple[int, Origin],
-    title: str,
-    started: str,
-    per_node: tuple[int, Origin] | None = None,
-) -> None:
-    """Record the one process a scheduler started: a world of one with the job's facts and port.
-
-    `title` names the scheduler in words (`Grid Engine`), `started` says what it starts and how it
-    numbers it; `MASTER_ADDR` and `MASTER_PORT` win over the local address and the job's port.
-    `per_node`: the slots the scheduler gave this host, as the workers the process may start
-    (`nproc_per_node`, which `--format torchrun` prints). The source adds its warnings, then builds.
-    """
-    b.facts(facts)
-    one = f"{b.source}: {started}"
-    for field in ("world_size", "local_world_size", "num_nodes"):
-        b.rule(field, 1, one)
-    for field in ("global_rank", "local_rank", "node_rank"):
-        b.rule(field, 0, one)
-    b.rule(
-        "creates_processes_externally",
-        False,
-        f"{b.source}: the only process {title} started here; it may start workers itself",
-    )
-    if b.optional_address("MASTER_ADDR") is None:
-        b.default("main_address", LOCAL_ADDRESS, f"{LOCAL_ADDRESS} (a world of one)")
-    if b.optional_port("MASTER_PORT") is None:
-        b.set("main_port", *port)
-    if per_node is not None:
-        b.set("nproc_per_node", *per_node)
-
-
-def launched_inside(
-    environ: Mapping[str, str], found: tuple[str, ...], *, title: str, job: str, marker: str | None
-) -> Detection | None:
-    """A declining Detection when a launcher inside a scheduler's job started this process; None otherwise.
-
-    An MPI rank (`marker`, the MPI launcher's variable the MPI source found) goes to the MPI source; a
-    process with `RANK_VARIABLES` set (torchrun, Lightning, `apply(ranks=True)`) to the default source.
-    Either gets the job's facts from the scheduler. `found` are the variables that matched the job.
-    """
-    if marker is not None:
-        return Detection(
-            False,
-            f"an MPI rank inside {title} job {job} ({marker} is set): the MPI source resolves it, with the job's facts",
-            (*found, marker),
-        )
-    ranks = present(environ, *RANK_VARIABLES)
-    if ranks:
-        return Detection(
-            False,
-            f"{', '.join(ranks)} set by a launcher inside {title} job {job}: the default source reads them",
-            (*found, *ranks),
-        )
-    return None
-
-
-def refuse_rank(environ: Mapping[str, str], source: str, *, title: str, marker: str | None) -> None:
-    """`InvalidSettings` when a scheduler's one-process source is forced on an MPI rank (`marker` set)."""
-    if marker is not None:
-        raise InvalidSettings(
-            f"source={source!r} resolves the one process {title} started, but {marker}={shown(environ[marker])}: "
-            f"an MPI launcher started this rank; resolve without source= (the MPI source takes it, with {title}'s "
-            "job facts)"
-        )

@@ -58,20 +58,10 @@ from typing import TYPE_CHECKING
 from resolver import environ as env
 from resolver.errors import InvalidVariable
 from resolver.origin import Origin
-from resolver.sources import (
-    Builder,
-    Detection,
-    JobFacts,
-    host_file,
-    job_port,
-    launched_inside,
-    one_process,
-    refuse_rank,
-)
-from resolver.sources._hostfile import HostFileJob
+from resolver.sources import Builder, Detection, JobFacts, host_file
+from resolver.sources._hostfile import HostFileJob, scheduler_port
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
-from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -83,9 +73,6 @@ __all__ = [
     "JOB",
     "NAME",
     "OFFERS",
-    "PORT_BASE",
-    "PORT_SPAN",
-    "PORT_STRIDE",
     "RESTART_FLAGS",
     "UNDEFINED",
     "GridEngine",
@@ -102,9 +89,6 @@ NAME = "gridengine"
 CANDIDATES = entry(NAME).candidates  # JOB_ID and SGE_TASK_ID: set for every job
 UNDEFINED = "undefined"  # SGE_TASK_ID (and SGE_TASK_FIRST/LAST/STEPSIZE) outside array jobs
 HOSTFILE = "PE_HOSTFILE"
-PORT_BASE = 20000
-PORT_SPAN = 10000
-PORT_STRIDE = 8191  # prime to PORT_SPAN: consecutive job ids get distinct ports
 RESTART_FLAGS = {"0": 0, "1": 1, "2": 1}  # RESTARTED -> restart_count (at least once)
 
 
@@ -169,17 +153,8 @@ def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
     """The job's main port and its origin: the same on every process of one job (or array task)."""
     job, task = _job_id(environ), _task(environ)
     if task is None:
-        return job_port(job, "JOB_ID", base=PORT_BASE, span=PORT_SPAN, stride=PORT_STRIDE, variables=("JOB_ID",))
-    return job_port(
-        job,
-        "JOB_ID",
-        base=PORT_BASE,
-        span=PORT_SPAN,
-        stride=PORT_STRIDE,
-        offset=task,
-        offset_term="SGE_TASK_ID",
-        variables=("JOB_ID", "SGE_TASK_ID"),
-    )
+        return scheduler_port(job, "JOB_ID", variables=("JOB_ID",))
+    return scheduler_port(job, "JOB_ID", offset=task, offset_term="SGE_TASK_ID", variables=("JOB_ID", "SGE_TASK_ID"))
 
 
 _COLUMNS = "host slots queue processors"
@@ -190,7 +165,7 @@ def pe_hosts(text: str, path: str) -> list[tuple[str, int]]:
     return [(words[0], int(words[1])) for words in host_file(text, HOSTFILE, path, columns=_COLUMNS, counted=True)]
 
 
-JOB = HostFileJob(CANDIDATES, HOSTFILE, default_port, columns=_COLUMNS, counted=True)
+JOB = HostFileJob(NAME, "Grid Engine", CANDIDATES, HOSTFILE, default_port, columns=_COLUMNS, counted=True)
 in_job = JOB.in_job
 main_host = JOB.main_host
 main_endpoint = JOB.main_endpoint
@@ -215,32 +190,17 @@ class GridEngine:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        declined = CANDIDATES.unmet(environ, "a Grid Engine job")
-        if declined is not None:
-            return declined
-        job = environ["JOB_ID"]
-        inside = launched_inside(environ, CANDIDATES.names, title="Grid Engine", job=job, marker=rank_marker(environ))
-        if inside is not None:
-            return inside
-        return Detection(
-            True,
-            f"JOB_ID={job} and SGE_TASK_ID={environ['SGE_TASK_ID']}: one process started by Grid "
-            "Engine (job script, array task or qrsh), a world of one",
-            CANDIDATES.names,
-        )
+        return JOB.detect(environ, started="job script, array task or qrsh")
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        refuse_rank(environ, NAME, title="Grid Engine", marker=rank_marker(environ))
+        JOB.refuse_rank(environ)
         facts = job_facts(environ)
         if not facts:
             _job_id(environ)  # names whichever detection variable is missing
             _task(environ)
-        b = Builder(NAME, environ)
-        one_process(
-            b,
-            facts=facts,
-            port=default_port(environ),
-            title="Grid Engine",
+        b = JOB.one_process(
+            environ,
+            facts,
             started="Grid Engine starts one process per job, array task or qrsh and numbers none",
             per_node=_slots_here(environ),
         )

@@ -61,23 +61,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from resolver import environ as env
-from resolver.errors import InvalidVariable, shown
+from resolver.errors import InvalidVariable
 from resolver.origin import Origin
-from resolver.sources import (
-    Builder,
-    Detection,
-    JobFacts,
-    first_host_here,
-    host_file,
-    job_port,
-    launched_inside,
-    one_process,
-    refuse_rank,
-)
-from resolver.sources._hostfile import HostFileJob
+from resolver.sources import Builder, Detection, JobFacts, first_host_here, host_file
+from resolver.sources._hostfile import HostFileJob, scheduler_port
 from resolver.sources._offers import Offers
 from resolver.sources._registry import entry
-from resolver.sources.mpi import rank_marker
 from resolver.topology import Topology
 
 if TYPE_CHECKING:
@@ -90,9 +79,6 @@ __all__ = [
     "JOB",
     "NAME",
     "OFFERS",
-    "PORT_BASE",
-    "PORT_SPAN",
-    "PORT_STRIDE",
     "TASK_VARIABLES",
     "Pbs",
     "default_port",
@@ -108,9 +94,6 @@ CANDIDATES = entry(NAME).candidates  # PBS_JOBID and PBS_ENVIRONMENT: PBS export
 ENVIRONMENTS = ("PBS_BATCH", "PBS_INTERACTIVE")
 HOSTFILE = "PBS_NODEFILE"
 TASK_VARIABLES = ("PBS_TASKNUM", "PBS_NODENUM", "PBS_VNODENUM")  # pbsdsh / tm_spawn: not ranks
-PORT_BASE = 20000
-PORT_SPAN = 10000
-PORT_STRIDE = 8191  # prime to PORT_SPAN
 # 1234.server, 1234[].server (an array), 1234[7].server (a subjob), Torque's 1234-7.server; server optional
 _JOB_ID = re.compile(r"([0-9]{1,18})(?:\[([0-9]{0,18})\]|-([0-9]{1,18}))?(?:\.[A-Za-z0-9_.-]+)?")
 _JOB_ID_EXPECTED = "a PBS job id: SEQUENCE[.SERVER], SEQUENCE[INDEX].SERVER or SEQUENCE-INDEX.SERVER"
@@ -173,16 +156,7 @@ def default_port(environ: Mapping[str, str]) -> tuple[int, Origin]:
         index, term = in_id, "PBS_JOBID's index"
     else:
         index, term = 0, "0"
-    return job_port(
-        sequence,
-        "PBS_JOBID's sequence",
-        base=PORT_BASE,
-        span=PORT_SPAN,
-        stride=PORT_STRIDE,
-        offset=index,
-        offset_term=term,
-        variables=variables,
-    )
+    return scheduler_port(sequence, "PBS_JOBID's sequence", offset=index, offset_term=term, variables=variables)
 
 
 def node_hosts(text: str, path: str) -> list[str]:
@@ -190,7 +164,7 @@ def node_hosts(text: str, path: str) -> list[str]:
     return [words[0] for words in host_file(text, HOSTFILE, path, columns="host")]
 
 
-JOB = HostFileJob(CANDIDATES, HOSTFILE, default_port)
+JOB = HostFileJob(NAME, "PBS", CANDIDATES, HOSTFILE, default_port)
 in_job = JOB.in_job
 main_host = JOB.main_host
 main_endpoint = JOB.main_endpoint
@@ -215,34 +189,19 @@ class Pbs:
     auto = True
 
     def detect(self, environ: Mapping[str, str]) -> Detection:
-        declined = CANDIDATES.unmet(environ, "a PBS job")
-        if declined is not None:
-            return declined
-        job = shown(environ["PBS_JOBID"])
-        inside = launched_inside(environ, CANDIDATES.names, title="PBS", job=job, marker=rank_marker(environ))
-        if inside is not None:
-            return inside
-        tasks = env.present(environ, *TASK_VARIABLES)
-        return Detection(
-            True,
-            f"PBS_JOBID={job} and PBS_ENVIRONMENT={shown(environ['PBS_ENVIRONMENT'])}: one process started by PBS "
-            "(job script, interactive shell or pbsdsh task), a world of one",
-            (*CANDIDATES.names, *tasks),
-        )
+        started = "job script, interactive shell or pbsdsh task"
+        return JOB.detect(environ, started=started, also=env.present(environ, *TASK_VARIABLES))
 
     def resolve(self, environ: Mapping[str, str], probes: Probes) -> Topology:
-        refuse_rank(environ, NAME, title="PBS", marker=rank_marker(environ))
+        JOB.refuse_rank(environ)
         _environment(environ)
         facts = job_facts(environ)
         if not facts:
             _job_id(environ)  # names the missing variable
-        b = Builder(NAME, environ)
         lines = JOB.hosts(environ, probes)  # PBS_NODEFILE, read once
-        one_process(
-            b,
-            facts=facts,
-            port=default_port(environ),
-            title="PBS",
+        b = JOB.one_process(
+            environ,
+            facts,
             started="PBS starts one process per job script, interactive shell or pbsdsh task and numbers none",
             per_node=_slots_here(environ, probes, lines),
         )

@@ -284,7 +284,7 @@ def test_outside_a_job_it_declines(environ: dict[str, str], reason: str) -> None
 
 def test_explain_names_the_variables() -> None:
     text = str(resolver.explain(read_capture(LOCAL / "array/task5.env")))
-    assert "* gridengine" in text and "[JOB_ID, SGE_TASK_ID]" in text and "SGE_TASK_ID=5" in text
+    assert "* gridengine" in text and "[JOB_ID, SGE_TASK_ID]" in text and "SGE_TASK_ID='5'" in text
 
 
 # -- errors name the variable ------------------------------------------------------------------------------
