@@ -148,8 +148,8 @@ def test_the_package_imports_a_launcher_s_module_only_when_a_name_is_asked_for()
         "import sys, resolver.testing as rt\n"
         "def kit():\n    return sorted(m for m in sys.modules if m.startswith('resolver.testing.'))\n"
         "print(kit())\n"
-        "print(rt.slurm_env.__module__, 'resolver.testing.indexed_job' in kit())\n"
-        "print('indexed_job_env' in dir(rt), 'indexed_job_env' in rt.__all__, 'LAUNCHER' in rt.__all__)\n"
+        "print(rt.slurm_env.__module__, 'resolver.testing.gcp_batch' in kit())\n"
+        "print('gcp_batch_env' in dir(rt), 'gcp_batch_env' in rt.__all__, 'LAUNCHER' in rt.__all__)\n"
         "try:\n    rt.slurm_environment\nexcept AttributeError as e:\n    print(e)\n"
     )
     assert run_python(code).splitlines() == [
