@@ -495,6 +495,11 @@ SOURCES: dict[str, tuple[Mapping[str, str], probes.Probes, dict[str, str]]] = {
             "MASTER_PORT": PORT,
         },
     ),
+    "indexed_job": (
+        {"JOB_COMPLETION_INDEX": "1", "NNODES": "4", "MASTER_ADDR": "train-0.train", "MASTER_PORT": "29500"},
+        probes.fake(),
+        {"JOB_COMPLETION_INDEX": INDEX, "NNODES": COUNT, "MASTER_ADDR": ADDRESS, "MASTER_PORT": PORT},
+    ),
     "gcp_batch": (
         {
             "BATCH_TASK_INDEX": "1",

@@ -236,6 +236,12 @@ ENTRIES: tuple[Entry, ...] = (
         since="0.2.0",
     ),
     Entry(
+        "indexed_job",
+        f"{_SOURCES}.indexed_job:IndexedJob",
+        all_of("JOB_COMPLETION_INDEX", "NNODES", "MASTER_ADDR"),  # the index alone is any Indexed Job
+        since="0.2.0",
+    ),
+    Entry(
         "gcp_batch",
         f"{_SOURCES}.gcp_batch:GcpBatch",
         all_of("BATCH_TASK_INDEX", "BATCH_TASK_COUNT", "BATCH_HOSTS_FILE"),  # the hosts file: VMs that talk
