@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -152,12 +154,10 @@ def run_unit_tests(python: Path | str, unpacked: Path, env: dict[str, str], *ign
     assert " passed" in out.splitlines()[-1] and " failed" not in out.splitlines()[-1]
 
 
-def test_the_sdist_test_suite_runs_from_the_unpacked_sdist(dists: Dists, tmp_path: Path) -> None:
-    run_unit_tests(sys.executable, unpack(dists.sdist, tmp_path), clean_env())
-
-
 THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 CLASSIFIED = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', (ROOT / "pyproject.toml").read_text())
+OTHER_PYTHONS = [version for version in CLASSIFIED if version != THIS_PYTHON]
+SUITES_AT_ONCE = 2  # a suite keeps one core busy; CI has two
 
 
 def find_python(version: str) -> Path:
@@ -174,22 +174,60 @@ def find_python(version: str) -> Path:
     pytest.skip(message)
 
 
-@pytest.mark.parametrize("version", [version for version in CLASSIFIED if version != THIS_PYTHON])
-def test_the_sdist_test_suite_runs_on_every_python_the_classifiers_name(
-    version: str, dists: Dists, tmp_path: Path
-) -> None:
-    """The unit tests under each other classified Python, in a venv with the wheel, `test` and `dev`.
-
-    Only what those extras install is there: tests needing torch, Lightning or atheris skip (CI is
-    not set for this run), and CI's own run on this machine's Python requires them.
-    """
-    assert f"Programming Language :: Python :: {version}" in (dists.metadata().get_all("Classifier") or [])
-    venv = tmp_path / "venv"
-    run([find_python(version), "-m", "venv", venv], cwd=tmp_path, env=clean_env())
+def sdist_suite(version: str, dists: Dists, tmp: Path) -> None:
+    """The unpacked sdist's unit tests under Python `version`: this interpreter as it is, another in a
+    venv with the wheel, `test` and `dev`, where only what those extras install is there (tests needing
+    torch, Lightning or atheris skip: CI is not set for that run; CI's own run on this Python needs them)."""
+    if version == THIS_PYTHON:
+        run_unit_tests(sys.executable, unpack(dists.sdist, tmp), clean_env())
+        return
+    venv = tmp / "venv"
+    run([find_python(version), "-m", "venv", venv], cwd=tmp, env=clean_env())
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "-q", f"{dists.wheel}[test,dev]"], cwd=tmp_path, env=clean_env())
+    run([python, "-m", "pip", "install", "-q", f"{dists.wheel}[test,dev]"], cwd=tmp, env=clean_env())
     env = {key: value for key, value in clean_env().items() if key != "CI"}
-    run_unit_tests(python, unpack(dists.sdist, tmp_path / "sdist"), env, "tests/integrations")
+    run_unit_tests(python, unpack(dists.sdist, tmp / "sdist"), env, "tests/integrations")
+
+
+def _suite_of(item: pytest.Item) -> str | None:
+    """The Python whose sdist suite `item` waits for; None for any other test."""
+    if item.path.resolve() != Path(__file__).resolve():
+        return None
+    name = getattr(item, "originalname", item.name)
+    if name == "test_the_sdist_test_suite_runs_from_the_unpacked_sdist":
+        return THIS_PYTHON
+    callspec = getattr(item, "callspec", None)
+    if name == "test_the_sdist_test_suite_runs_on_every_python_the_classifiers_name" and callspec is not None:
+        return str(callspec.params["version"])
+    return None
+
+
+@pytest.fixture(scope="module")
+def suites(
+    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[None]]]:
+    """The sdist's suite under every Python the selected tests ask for, started at once, `SUITES_AT_ONCE`
+    at a time: each takes two to three minutes of one core, and one after another they took 10 of CI's
+    27 minutes of tests. Each test waits for its own; a failure or skip in one reaches its test."""
+    wanted = dict.fromkeys(v for v in map(_suite_of, request.session.items) if v is not None)
+    with ThreadPoolExecutor(SUITES_AT_ONCE) as pool:
+        futures = {v: pool.submit(sdist_suite, v, dists, tmp_path_factory.mktemp(f"sdist-{v}")) for v in wanted}
+        yield futures
+        for future in futures.values():
+            future.cancel()  # the ones not started, when the run stopped early
+
+
+def test_the_sdist_test_suite_runs_from_the_unpacked_sdist(suites: dict[str, Future[None]]) -> None:
+    suites[THIS_PYTHON].result()
+
+
+@pytest.mark.parametrize("version", OTHER_PYTHONS)
+def test_the_sdist_test_suite_runs_on_every_python_the_classifiers_name(
+    version: str, dists: Dists, suites: dict[str, Future[None]]
+) -> None:
+    """The unit tests under each other classified Python (`sdist_suite`)."""
+    assert f"Programming Language :: Python :: {version}" in (dists.metadata().get_all("Classifier") or [])
+    suites[version].result()
 
 
 USER_SCRIPT = """\
