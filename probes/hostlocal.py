@@ -498,14 +498,13 @@ def meeting_here(local_size: int | None, rank: int, local_rank: int | None) -> i
 
 
 def _expected(message: Mapping[str, Any]) -> int | None:
-    """How many of the host's processes the sender of `message` says meet its leader."""
-    here = message.get(_HERE)
-    if isinstance(here, int) and not isinstance(here, bool) and 0 < here < 1_000_000:
-        return here
-    return _local_size(message)
-
-
-def _local_size(message: Mapping[str, Any]) -> int | None:
+    """How many of the host's processes the sender of `message` says meet its leader: meet's `local`,
+    sent beside its record, else its record's `topology.local_world_size`."""
     top = message.get("topology")
     size = top.get("local_world_size") if isinstance(top, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size < 1_000_000 else None
+    return _count(message.get(_HERE)) or _count(size)
+
+
+def _count(value: Any) -> int | None:
+    """`value` when it is a sane count of processes, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None

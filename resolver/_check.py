@@ -223,10 +223,10 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
                 out.append((_id(whole), _member(whole, cheap)))
                 continue
         m = member(whole)
-        if base is None and cheap_only and m.topology is not None:
+        if base is None and cheap_only and inner is not None and m.topology is not None:
             base = m.topology
             if bases is not None:
-                bases.learn(inner, base)  # type: ignore[arg-type] # cheap_only: inner is a dict
+                bases.learn(inner, base)
         out.append((_id(whole), m))
     return out
 
