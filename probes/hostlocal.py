@@ -10,29 +10,42 @@ joins rank 0 through `probes.exchange.join` with the batch, and relays rank 0's 
 failure to meet rank 0, to every follower. The wire (one JSON object per line, as over TCP):
 
     process -> leader   the record it would send rank 0, with a random "id"
-    leader -> process   at once {"protocol", "leader": {...}}; then {"protocol", "answer": ...}
-                        or {"protocol", "failed": {"kind", "message"}}
+    leader -> process   once, at the end: {"protocol", "leader": {...}, "answer": ...}
+                        or {"protocol", "leader": {...}, "failed": {"kind", "message"}}
     leader -> rank 0    {"protocol", "round", "job", "wait", "host", "leader": {...},
                          "shared": {fields alike in every record, one level down in "topology" too},
                          "records": [{what differs}, ...]}
 
+The leader sends a follower nothing before the answer: every line a waiting process receives wakes
+it, and where thousands of processes are threads of one (the benchmarks) each wake-up is a trip for
+the interpreter's lock. What a follower needs to know meanwhile, the kernel tells it: whether its
+record was read (`SIOCOUTQ` on its end: the bytes its peer has not read), who holds the name
+(`SO_PEERCRED`: the leader's pid), and how the holder went away: a reset when it closed with the
+record unread (it never took it: elect again), an end of stream when it had read it (it died after
+taking it: meet rank 0 again, saying which leader it lost, `lost_leader`; rank 0 keys records by
+`id`, so a record it already had through that leader counts once).
+
 A process meets rank 0 directly, as before, when it cannot make the channel (no abstract sockets, or
-a name held by something that does not acknowledge it as a leader would within `ACK_WAIT`). A process
-whose leader hangs up after taking its record (the leader died) meets rank 0 again, directly or
-through a new leader, saying which leader it lost (`lost_leader`); rank 0 keys records by `id`, so a
-record it already had through that leader counts once.
+a name held by something that has not read its record `TAKE_WAIT` seconds, or a quarter of the time
+left, after it was sent: a process that holds the name and does not lead).
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
+import fcntl
+import functools
 import hashlib
 import json
 import os
 import random
+import select
 import socket
+import struct
 import sys
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,9 +57,9 @@ from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, RETRY_RATE, Ex
 from probes.limits import raise_open_files
 
 __all__ = [
-    "ACK_WAIT",
     "LEAD_MOST",
     "LEAD_QUIET",
+    "TAKE_WAIT",
     "channel_name",
     "compact",
     "expand",
@@ -58,7 +71,7 @@ __all__ = [
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
 LEAD_MOST = 2.0  # seconds a leader takes followers at most
-ACK_WAIT = 5.0  # seconds a process waits for a leader to acknowledge its record before meeting rank 0 directly
+TAKE_WAIT = 5.0  # seconds at least before a process looks whether the holder of its host's channel read its record
 _ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
 _ENVELOPE = ("protocol", "round", "job", "wait")  # what join adds to every message: not part of a record
 _HERE = "here"  # a process's hint to its leader: how many of the host's processes meet it (meet's `local`)
@@ -122,7 +135,8 @@ def _line(obj: Any) -> bytes:
 
 
 def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[str, Any] | None:
-    """The next JSON object from a blocking Unix socket; None at end of stream or on garbage; TimeoutError."""
+    """The next JSON object from a blocking Unix socket; None at end of stream or on garbage; TimeoutError;
+    OSError as recv raised it (ConnectionResetError: the peer closed with what we sent unread)."""
     while b"\n" not in buffer:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -132,8 +146,6 @@ def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[
             chunk = sock.recv(65536)
         except BlockingIOError:  # SO_RCVTIMEO ran out
             raise TimeoutError from None
-        except OSError:
-            return None
         if not chunk:
             return None
         buffer += chunk
@@ -273,8 +285,11 @@ class _Rank0:
         return answer if self.relay is None else self.relay(answer, record)
 
 
+@functools.cache
 def listen_queue() -> int:
-    """The most connections a listener's queue holds here (net.core.somaxconn; 4,096 by default since Linux 5.4)."""
+    """The most connections a listener's queue holds here (net.core.somaxconn; 4,096 by default since Linux 5.4),
+    read once: every leader of a large job asks before it connects (a file read costs a leader of the
+    benchmark's 16,384 a fifth of its meeting)."""
     try:
         return int(Path("/proc/sys/net/core/somaxconn").read_text())
     except (OSError, ValueError):
@@ -303,12 +318,12 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
     except OSError:
         raise _Direct from None
     with sock:
-        _time_limits(sock, ACK_WAIT)
+        _time_limits(sock, TAKE_WAIT)
         try:
             sock.connect(name)
         except (ConnectionRefusedError, FileNotFoundError):  # nobody listens there: lead
             pass
-        except OSError:  # a leader whose queue stays full (EAGAIN after ACK_WAIT), or no such sockets
+        except OSError:  # a leader whose queue stays full (EAGAIN after TAKE_WAIT), or no such sockets
             raise _Direct from None
         else:
             return _follow(sock, mine, rank0.talk["deadline"])
@@ -323,31 +338,38 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
 
 
 def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
-    buffer = bytearray()
+    """Hand the leader at the other end of `sock` this process's record and wait for its one reply."""
     try:
         sock.sendall(_line({**mine, "protocol": PROTOCOL}))
-        ack = _read_line(sock, buffer, time.monotonic() + ACK_WAIT)
-    except TimeoutError:  # something holds the name but does not lead: go around it
-        raise _Direct from None
-    except OSError:
+    except OSError:  # it went away as we came
         raise _Again from None
-    if ack is None:  # it closed before it took us: it was leaving, the name is free again
-        raise _Again
-    leader = ack.get("leader")
-    if ack.get("protocol") != PROTOCOL or not isinstance(leader, dict):
-        raise _Direct
+    leader = _holder(sock, mine.get("host"))
+    buffer = bytearray()
+    last = deadline + 2 * ANSWER_GRACE
+    # one look at whether the holder took the record: late enough that a follower of a leader waiting on
+    # rank 0 seldom wakes for it, early enough that three quarters of the time are left to meet rank 0
+    look = time.monotonic() + max(TAKE_WAIT, (deadline - time.monotonic()) / 4)
     try:
-        reply = _read_line(sock, buffer, deadline + 2 * ANSWER_GRACE)
+        try:
+            reply = _read_line(sock, buffer, min(last, look))
+        except TimeoutError:
+            if _unread(sock):  # the record still waits in the holder's queue: it does not lead
+                raise _Direct from None
+            reply = _read_line(sock, buffer, last)
     except TimeoutError:
         raise ExchangeFailed(
             "unanswered", f"this host's leader ({_whom(leader)}) took this process's record and never answered"
         ) from None
-    if reply is None:  # it died, or was killed, after taking our record
+    except OSError:  # a reset: it closed with the record unread, so it never took it; the name is free again
+        raise _Again from None
+    if reply is None:  # it went away after it read our record: it died, or was killed
         if time.monotonic() >= deadline:
             raise ExchangeFailed(
                 "unanswered", f"this host's leader ({_whom(leader)}) went away before relaying rank 0's answer"
             )
         raise _Again(lost=leader)
+    if isinstance(reply.get("leader"), dict):
+        leader = {**leader, **reply["leader"]}
     if "answer" in reply:
         return reply["answer"]
     failed = reply.get("failed")
@@ -355,6 +377,25 @@ def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
         kind = str(failed.get("kind", "unanswered"))
         raise ExchangeFailed(kind, f"{failed.get('message', '?')} (this host's leader, {_whom(leader)}, met rank 0)")
     raise _Direct
+
+
+def _holder(sock: socket.socket, host: Any) -> dict[str, Any]:
+    """Who holds the channel at the other end of `sock`, as the kernel says: its pid (SO_PEERCRED), on `host`."""
+    try:
+        pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    except OSError:
+        return {"host": host}
+    return {"pid": pid, "host": host}
+
+
+def _unread(sock: socket.socket) -> bool:
+    """Whether what this end sent still waits, unread, in the peer's queue (SIOCOUTQ, unix(7))."""
+    queued = array.array("i", [0])
+    try:
+        fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, queued, True)
+    except OSError:
+        return False
+    return queued[0] > 0
 
 
 def _whom(leader: Mapping[str, Any]) -> str:
@@ -370,7 +411,6 @@ class _Leader:
         self.listener = listener
         self.mine = mine
         self.me = {"id": mine["id"], "rank": mine.get("rank"), "pid": os.getpid(), "host": mine.get("host")}
-        self.ack = _line({"protocol": PROTOCOL, "leader": self.me})
         self.followers: list[tuple[socket.socket, dict[str, Any]]] = []
 
     def lead(self, rank0: _Rank0) -> Any:
@@ -378,30 +418,30 @@ class _Leader:
             self._take(min(rank0.talk["deadline"], time.monotonic() + LEAD_MOST))
         finally:
             self.listener.close()  # the name is free: a later process leads a second batch
-        # a follower that gave up on its acknowledgement (a leader slow under load) meets rank 0 itself:
-        # its record must not come twice, or rank 0 may finish with the leader's copy before it arrives
-        kept = []
-        for sock, message in self.followers:
-            if _alive(sock):
-                kept.append((sock, message))
-            else:
+        # a follower that found its record unread (a leader slow under load) hung up and meets rank 0
+        # itself: its record must not come twice, or rank 0 may finish with this copy before it arrives
+        gone = _hung_up([sock for sock, _ in self.followers])
+        for sock, _ in self.followers:
+            if sock.fileno() in gone:
                 sock.close()
-        self.followers = kept
+        self.followers = [(sock, m) for sock, m in self.followers if sock.fileno() >= 0]
         records = [_strip(self.mine), *(_strip(m) for _, m in self.followers)]
         batch = {"host": self.mine.get("host"), "leader": self.me, **compact(records)}
         try:
             answer = rank0.join(batch, leader=True)
         except ExchangeFailed as exc:
-            self._relay({"protocol": PROTOCOL, "failed": {"kind": exc.kind, "message": exc.message}})
+            self._relay({"protocol": PROTOCOL, "leader": self.me, "failed": {"kind": exc.kind, "message": exc.message}})
             raise
         except BaseException:  # a follower sees the end before an answer: it meets rank 0 again
             for sock, _ in self.followers:
                 sock.close()
             raise
         if rank0.relay is None:
-            self._relay({"protocol": PROTOCOL, "answer": answer})
+            self._relay({"protocol": PROTOCOL, "leader": self.me, "answer": answer})
         else:  # each follower its own part of the batch's answer
-            self._relay_each(lambda record: {"protocol": PROTOCOL, "answer": rank0.part(answer, record)})
+            self._relay_each(
+                lambda record: {"protocol": PROTOCOL, "leader": self.me, "answer": rank0.part(answer, record)}
+            )
         return rank0.part(answer, self.mine)
 
     def _take(self, until: float) -> None:
@@ -424,7 +464,7 @@ class _Leader:
             except OSError:  # the wait ran out (EAGAIN)
                 break
             last = time.monotonic()
-            got = self._read(sock, min(until, last + ACK_WAIT))
+            got = self._read(sock, min(until, last + TAKE_WAIT))
             size = None if got is None else _expected(got)
             if size is not None:
                 expected = max(expected or 0, size)
@@ -438,25 +478,22 @@ class _Leader:
             self._read(sock, time.monotonic() + 0.05)
 
     def _read(self, sock: socket.socket, deadline: float) -> dict[str, Any] | None:
-        """A follower's record, acknowledged and kept; None (and the connection closed: the follower
-        elects again) for one gone, garbled or too slow."""
+        """A follower's record, kept (it hears nothing until the answer); None, the connection closed, for
+        one gone, garbled or too slow (with its record unread it sees a reset and elects again), and for a
+        record of another protocol, told to meet rank 0 itself."""
         buffer = bytearray()
         try:
             message = _read_line(sock, buffer, deadline)
-        except TimeoutError:
+        except (TimeoutError, OSError):
             message = None
-        if not (
-            isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str)
-        ):
-            sock.close()
-            return None
-        try:
-            sock.sendall(self.ack)  # bounded by _read_line's time limits
-        except OSError:
-            sock.close()
-            return None
-        self.followers.append((sock, message))
-        return message
+        if isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str):
+            self.followers.append((sock, message))
+            return message
+        if isinstance(message, dict):  # one of ours that this leader cannot carry: a reply without an answer
+            with contextlib.suppress(OSError):
+                sock.sendall(_line({"protocol": PROTOCOL, "leader": self.me}))
+        sock.close()
+        return None
 
     def _relay(self, reply: Mapping[str, Any]) -> None:
         line = _line(reply)
@@ -472,14 +509,15 @@ class _Leader:
             sock.close()
 
 
-def _alive(sock: socket.socket) -> bool:
-    """Whether the follower still holds its end (it hangs up when it gives up on its acknowledgement)."""
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
-    except BlockingIOError:  # nothing to read, and open
-        return True
-    except OSError:
-        return False
+def _hung_up(socks: Sequence[socket.socket]) -> set[int]:
+    """The file descriptors among `socks` whose followers hung up: one poll for all of them (a follower
+    sends nothing after its record, so anything readable is its end)."""
+    if not socks:
+        return set()
+    poller = select.poll()
+    for sock in socks:
+        poller.register(sock, select.POLLIN | select.POLLRDHUP)
+    return {fd for fd, _ in poller.poll(0)}
 
 
 def _strip(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,7 @@ class Member:
     net: Mapping[str, Any] | None = None  # the host's network facts (resolver/_network.py), when it sent them
     world_size: int | None = None  # the world size its launcher's variables claim, when it cannot resolve
     lost_leader: Mapping[str, Any] | None = None  # the host leader that took its record, then went away
+    pid: int | None = None  # its process id, as it said
 
     def origin(self, field: str) -> tuple[str | None, str | None]:
         """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
@@ -168,7 +169,7 @@ def member(message: Mapping[str, Any]) -> Member:
 def _member(message: Mapping[str, Any], topology: Topology | None, error: Mapping[str, Any] | None = None) -> Member:
     """The process of `message` with its record read (`topology`), or with the `error` it sent instead:
     then its rank and world size are the ones its launcher's variables claim, when they are sane."""
-    net, lost = message.get("net"), message.get("lost_leader")
+    net, lost, pid = message.get("net"), message.get("lost_leader"), message.get("pid")
     rank: int | None
     size: int | None
     if topology is not None:
@@ -186,6 +187,7 @@ def _member(message: Mapping[str, Any], topology: Topology | None, error: Mappin
         world_size=size,
         lost_leader=lost if isinstance(lost, dict) else None,
         net=net if isinstance(net, dict) else None,
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
     )
 
 
@@ -1160,26 +1162,36 @@ def _turned_away(before: int | None, after: int | None, host: str) -> list[Probl
 
 
 def _lost_leaders(members: Sequence[Member]) -> list[Problem]:
-    """Host leaders that took records and went away before relaying rank 0's answer."""
-    lost: dict[str, tuple[Mapping[str, Any], list[Member]]] = {}
+    """Host leaders that took records and went away before relaying rank 0's answer. A follower knows its
+    leader by pid and host (the kernel's word); its rank is the one of the record from that pid and host,
+    when one came (a leader that died after its batch reached rank 0) and only one did."""
+    lost: dict[tuple[str, str], tuple[Mapping[str, Any], list[Member]]] = {}
     for m in members:
         if m.lost_leader is not None:
-            key = str(m.lost_leader.get("id"))
+            key = (_text(m.lost_leader.get("host", "?")), _text(m.lost_leader.get("pid", "?")))
             lost.setdefault(key, (m.lost_leader, []))[1].append(m)
+    if not lost:
+        return []
+    ranks: dict[tuple[str, str], set[int]] = {}
+    for m in members:
+        if m.pid is not None and m.rank is not None and (m.host, str(m.pid)) in lost:
+            ranks.setdefault((m.host, str(m.pid)), set()).add(m.rank)
     problems = []
-    for leader, followers in lost.values():
+    for (lead_host, pid), (leader, followers) in lost.items():
         rank = leader.get("rank")
         rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
-        lead_host = _text(leader.get("host", "?"))
+        known = ranks.get((lead_host, pid), set())
+        if rank is None and len(known) == 1:
+            (rank,) = known
         who = "a process of unknown rank" if rank is None else f"rank {rank}"
         problems.append(
             Problem(
                 kind="leader",
                 ranks=() if rank is None else (rank,),
                 hosts=(lead_host,),
-                message=f"the host leader of {lead_host}, {who} (pid {_text(leader.get('pid', '?'))}), took the "
-                f"records of {_who(followers)} and went away before relaying rank 0's answer (it died or was "
-                "killed); they met rank 0 again",
+                message=f"the host leader of {lead_host}, {who} (pid {pid}), took the records of "
+                f"{_who(followers)} and went away before relaying rank 0's answer (it died or was killed); "
+                "they met rank 0 again",
             )
         )
     return problems

@@ -231,12 +231,20 @@ def test_a_batch_record_whose_integers_break_the_record_is_its_senders_error() -
 
 
 def test_a_leader_that_went_away_is_named_with_the_ranks_it_had_taken() -> None:
+    """A follower knows its lost leader by the kernel's word, pid and host; rank 0 names its rank when the
+    leader's own record came (it died after its batch reached rank 0) from that pid alone."""
     from resolver._check import _lost_leaders
 
     job, envs = world(8, hosts=("h1", "h2"))
     topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
-    dead = {"id": "x", "rank": 4, "pid": 99, "host": "h2"}
+    dead = {"pid": 12345, "host": "h2"}
     again = [members_of({**record(t, "h2"), "lost_leader": dead})[0][1] for t in topologies[5:]]
-    (problem,) = _lost_leaders(again)
-    assert problem.kind == "leader" and problem.ranks == (4,) and problem.hosts == ("h2",)
-    assert "rank 4 (pid 99)" in problem.message and "ranks 5-7 on h2" in problem.message
+    (unknown,) = _lost_leaders(again)  # its record never came
+    assert unknown.kind == "leader" and unknown.ranks == () and unknown.hosts == ("h2",)
+    assert "a process of unknown rank (pid 12345)" in unknown.message and "ranks 5-7 on h2" in unknown.message
+    its_own = members_of({**record(topologies[4], "h2"), "pid": 12345})[0][1]
+    (problem,) = _lost_leaders([its_own, *again])
+    assert problem.ranks == (4,) and "rank 4 (pid 12345)" in problem.message
+    twin = members_of({**record(topologies[0], "h2"), "pid": 12345})[0][1]  # two ranks of one pid: threads
+    (ambiguous,) = _lost_leaders([its_own, twin, *again])
+    assert ambiguous.ranks == ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -104,6 +105,16 @@ def connect_listening(sock: socket.socket, name: bytes) -> None:
     raise AssertionError("nobody listened on the host's channel")
 
 
+def read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def test_the_first_to_bind_leads_whatever_local_rank_it_claims() -> None:
     rank0, out = Rank0(), list[Any]()
     first = meeting(1, record(5, local_rank=2), rank0, out)
@@ -138,13 +149,11 @@ def test_hosts_meet_apart() -> None:
 
 def test_a_leader_that_dies_after_taking_a_record_is_named_and_its_follower_meets_rank_0_again() -> None:
     name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-    dead = {"id": "dead", "rank": 7, "pid": 99, "host": "h1"}
     took = threading.Event()
 
     def dying_leader(listener: socket.socket) -> None:
         conn, _ = listener.accept()
-        conn.recv(65536)
-        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": dead}).encode() + b"\n")
+        read_line(conn)  # it took the record (and, as a leader does, said nothing yet)
         listener.close()  # dies: its name goes, and its follower's connection ends
         took.set()
         conn.close()
@@ -162,7 +171,98 @@ def test_a_leader_that_dies_after_taking_a_record_is_named_and_its_follower_meet
     assert took.is_set()
     assert out == ["ok"]
     (again,) = rank0.records()  # it led itself the second time
-    assert again["lost_leader"] == dead
+    assert again["lost_leader"] == {"pid": os.getpid(), "host": "h1"}  # the kernel's word: who held the name
+
+
+def test_a_leader_that_leaves_before_reading_a_record_is_no_lost_leader() -> None:
+    """A leader closes with a record unread when it stops taking followers as one comes (its queue's
+    last): the follower sees a reset, not an end of stream, and elects again without blaming anyone."""
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen()
+    closed = threading.Event()
+
+    def leaving_leader() -> None:
+        conn, _ = listener.accept()
+        readable, _, _ = select.select([conn], [], [], 10)  # the record arrived; nobody reads it
+        assert readable
+        listener.close()
+        conn.close()
+        closed.set()
+
+    leaving = threading.Thread(target=leaving_leader)
+    leaving.start()
+    rank0, out = Rank0(), list[Any]()
+    follower = meeting(1, record(3, 0), rank0, out)
+    follower.start()
+    leaving.join(10)
+    follower.join(20)
+    assert closed.is_set()
+    assert out == ["ok"]
+    (again,) = rank0.records()  # it led itself the second time
+    assert "lost_leader" not in again
+
+
+def test_a_follower_hears_its_leader_once_with_the_answer_and_who_led() -> None:
+    """Nothing before the answer: every line a waiting process receives wakes it."""
+    rank0, out = Rank0(), list[Any]()
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    lead = threading.Thread(
+        target=lambda: out.append(
+            meet(
+                "127.0.0.1",
+                1,
+                record(5, 0),
+                round_=ROUND,
+                job="j",
+                host="h1",
+                deadline=time.monotonic() + 10,
+                joiner=rank0,
+                local=2,
+            )
+        )
+    )
+    lead.start()
+    wait_bound(name)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as follower:
+        connect_listening(follower, name)
+        follower.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
+        heard = b""
+        while chunk := follower.recv(65536):
+            heard += chunk
+    lead.join(20)
+    assert out == ["ok"]
+    (line,) = heard.splitlines()
+    reply = json.loads(line)
+    assert reply["answer"] == "ok" and reply["leader"]["rank"] == 5 and reply["leader"]["pid"] == os.getpid()
+
+
+def test_a_slow_leader_that_took_the_record_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower looks once whether its record was read; a leader that read it and answers late keeps it."""
+    monkeypatch.setattr(hostlocal, "TAKE_WAIT", 0.1)
+    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen()
+
+    def slow_leader() -> None:
+        conn, _ = listener.accept()
+        read_line(conn)
+        time.sleep(1.0)  # past the follower's look (a quarter of its 2 s)
+        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": {"rank": 9}, "answer": "late"}).encode() + b"\n")
+        conn.close()
+        listener.close()
+
+    leader = threading.Thread(target=slow_leader)
+    leader.start()
+    rank0 = Rank0()
+    got = meet(
+        "127.0.0.1", 1, record(3, 0), round_=ROUND, job="j", host="h1", deadline=time.monotonic() + 2, joiner=rank0
+    )
+    leader.join(10)
+    assert got == "late"
+    assert rank0.messages == []  # it never went to rank 0 itself
 
 
 def test_a_leader_that_cannot_reach_rank_0_gives_its_host_a_report_naming_it() -> None:
@@ -189,7 +289,7 @@ def test_a_name_held_by_something_that_does_not_lead_sends_the_process_to_rank_0
         t.start()
         t.join(20)
     assert out == ["ok"]
-    assert time.monotonic() - start < hostlocal.ACK_WAIT + 2
+    assert time.monotonic() - start < hostlocal.TAKE_WAIT + 2
     (direct,) = rank0.messages
     assert "records" not in direct and direct["rank"] == 3  # its own record, as before host leaders
 
@@ -273,12 +373,10 @@ def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -
 
 def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:
     name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-    dead = {"id": "dead", "rank": 7, "pid": 99, "host": "h1"}
 
     def dying_leader(listener: socket.socket) -> None:
         conn, _ = listener.accept()
-        conn.recv(65536)
-        conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": dead}).encode() + b"\n")
+        read_line(conn)
         listener.close()
         conn.close()
 
@@ -294,7 +392,7 @@ def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the
     leader.join(5)
     (failure,) = out
     assert isinstance(failure, ExchangeFailed) and failure.kind == "unreachable"
-    assert "nothing listened" in failure.message and "rank 7, pid 99 on h1" in failure.message
+    assert "nothing listened" in failure.message and f"pid {os.getpid()} on h1" in failure.message
 
 
 def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> None:
@@ -306,7 +404,8 @@ def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> No
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as quitter:  # gave up on a slow leader: meets rank 0
         connect_listening(quitter, name)
         quitter.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
-        quitter.recv(65536)
+        while hostlocal._unread(quitter):  # the leader took it; it hangs up before the batch leaves
+            time.sleep(0.005)
     lead.join(20)
     assert out == ["ok"]
     assert [r["rank"] for r in rank0.records()] == [5]
