@@ -47,7 +47,7 @@ import struct
 import sys
 import termios
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ __all__ = [
     "meet",
     "meeting_here",
     "pace",
+    "split",
 ]
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
@@ -115,6 +116,20 @@ def compact(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"shared": shared, "records": out}
 
 
+def split(record: Mapping[str, Any], personal: Collection[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what is the process's own, the rest): `personal` names the fields of its own (`"topology.x"`: `x`
+    one level down in `topology`). `expand(rest, own)` is `record` again. The processes of one host
+    that agree send the same rest, byte for byte: a leader compares it and keeps one."""
+    inner = {name[9:] for name in personal if name.startswith("topology.")}
+    own = {k: v for k, v in record.items() if k in personal}
+    rest = {k: v for k, v in record.items() if k not in personal}
+    top = rest.get("topology")
+    if inner and isinstance(top, dict) and not inner.isdisjoint(top):
+        own["topology"] = {k: v for k, v in top.items() if k in inner}
+        rest["topology"] = {k: v for k, v in top.items() if k not in inner}
+    return own, rest
+
+
 def expand(shared: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """One record of a batch, whole again."""
     out = {**shared, **record}
@@ -134,9 +149,10 @@ def _line(obj: Any) -> bytes:
     return _ENCODER.encode(obj).encode() + b"\n"
 
 
-def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[str, Any] | None:
-    """The next JSON object from a blocking Unix socket; None at end of stream or on garbage; TimeoutError;
-    OSError as recv raised it (ConnectionResetError: the peer closed with what we sent unread)."""
+def _read_raw(sock: socket.socket, buffer: bytearray, deadline: float) -> bytes | None:
+    """The next line from a blocking Unix socket, without its newline; None at end of stream or past
+    RECORD_LIMIT without one; TimeoutError; OSError as recv raised it (ConnectionResetError: the peer
+    closed with what we sent unread)."""
     while b"\n" not in buffer:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -154,6 +170,16 @@ def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[
     end = buffer.index(b"\n")
     raw = bytes(buffer[:end])
     del buffer[: end + 1]
+    return raw
+
+
+def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[str, Any] | None:
+    """The next JSON object from a blocking Unix socket (`_read_raw`'s line parsed); None on garbage too."""
+    raw = _read_raw(sock, buffer, deadline)
+    return None if raw is None else _object(raw)
+
+
+def _object(raw: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(raw)
     except ValueError:
@@ -191,6 +217,7 @@ def meet(
     on_wait: Callable[[str, float], None] | None = None,
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None,
     local: int | None = None,
+    personal: Collection[str] = (),
 ) -> Any:
     """Meet rank 0 at `address:port` through this host's leader, as the leader, or directly when no
     host-local channel can be made; return rank 0's answer or raise `ExchangeFailed`, as `join` does.
@@ -211,6 +238,11 @@ def meet(
     (rank 0 listens instead, so its host has one fewer): a leader stops taking followers once the most
     any of them says came; without it a record's `topology.local_world_size` says it. A hint of when
     to stop waiting, nothing more: too high costs `LEAD_QUIET`, too low a second batch.
+
+    `personal` names the record's fields that are each process's own (`split`; `id` and `lost_leader`
+    always are): a follower sends them apart from the rest, and a leader whose followers' rests are its
+    own byte for byte sends that rest once and their own fields each, without reading the rest; a host
+    whose processes differ beyond them is compacted field by field (`compact`), as correct and slower.
     """
     mine = dict(message)
     if "id" not in mine:
@@ -229,7 +261,7 @@ def meet(
         "about": about,
         "on_wait": on_wait,
     }
-    rank0 = _Rank0(address, port, talk, joiner, nodes, relay)
+    rank0 = _Rank0(address, port, talk, joiner, nodes, relay, frozenset({*personal, "id", "lost_leader"}))
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(_strip(mine), leader=False, own=mine)
     try:
@@ -264,7 +296,7 @@ def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
 @attrs.frozen
 class _Rank0:
     """How to meet rank 0: where, with `join`'s keywords, through `joiner`; `nodes` paces a leader's retries;
-    `relay` as `meet` has it."""
+    `relay` and `personal` as `meet` has them."""
 
     address: str
     port: int
@@ -272,6 +304,7 @@ class _Rank0:
     joiner: _Joiner
     nodes: int | None
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    personal: frozenset[str] = frozenset({"id", "lost_leader"})
 
     def join(self, message: Mapping[str, Any], *, leader: bool, own: Mapping[str, Any] | None = None) -> Any:
         """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part."""
@@ -326,7 +359,7 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
         except OSError:  # a leader whose queue stays full (EAGAIN after TAKE_WAIT), or no such sockets
             raise _Direct from None
         else:
-            return _follow(sock, mine, rank0.talk["deadline"])
+            return _follow(sock, mine, rank0)
         try:
             sock.bind(name)
             sock.listen(128)
@@ -334,13 +367,18 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
             if exc.errno in (errno.EADDRINUSE, errno.EINVAL):  # someone bound it meanwhile: follow them
                 raise _Again from None
             raise _Direct from None
-        return _Leader(sock, mine).lead(rank0)
+        return _Leader(sock, mine, rank0.personal).lead(rank0)
 
 
-def _follow(sock: socket.socket, mine: dict[str, Any], deadline: float) -> Any:
-    """Hand the leader at the other end of `sock` this process's record and wait for its one reply."""
+def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
+    """Hand the leader at the other end of `sock` this process's record, its own fields first and the
+    rest on a line of its own (`split`), and wait for its one reply."""
+    deadline = rank0.talk["deadline"]
+    own, rest = split(_strip(mine), rank0.personal)
+    if _HERE in mine:
+        own[_HERE] = mine[_HERE]
     try:
-        sock.sendall(_line({**mine, "protocol": PROTOCOL}))
+        sock.sendall(_line({**own, "protocol": PROTOCOL}) + _line(rest))
     except OSError:  # it went away as we came
         raise _Again from None
     leader = _holder(sock, mine.get("host"))
@@ -407,11 +445,14 @@ def _whom(leader: Mapping[str, Any]) -> str:
 class _Leader:
     """The host's leader: takes followers' records, joins rank 0 with them, relays the answer."""
 
-    def __init__(self, listener: socket.socket, mine: dict[str, Any]) -> None:
+    def __init__(self, listener: socket.socket, mine: dict[str, Any], personal: frozenset[str]) -> None:
         self.listener = listener
         self.mine = mine
         self.me = {"id": mine["id"], "rank": mine.get("rank"), "pid": os.getpid(), "host": mine.get("host")}
-        self.followers: list[tuple[socket.socket, dict[str, Any]]] = []
+        self.own, self.rest = split(_strip(mine), personal)
+        self.alike = _line(self.rest)[:-1]  # the rest as a follower that agrees with this one sends it
+        # each follower: its connection, its own fields (and the hint, and the envelope), its rest as sent
+        self.followers: list[tuple[socket.socket, dict[str, Any], bytes]] = []
 
     def lead(self, rank0: _Rank0) -> Any:
         try:
@@ -420,29 +461,41 @@ class _Leader:
             self.listener.close()  # the name is free: a later process leads a second batch
         # a follower that found its record unread (a leader slow under load) hung up and meets rank 0
         # itself: its record must not come twice, or rank 0 may finish with this copy before it arrives
-        gone = _hung_up([sock for sock, _ in self.followers])
-        for sock, _ in self.followers:
+        gone = _hung_up([sock for sock, _, _ in self.followers])
+        for sock, _, _ in self.followers:
             if sock.fileno() in gone:
                 sock.close()
-        self.followers = [(sock, m) for sock, m in self.followers if sock.fileno() >= 0]
-        records = [_strip(self.mine), *(_strip(m) for _, m in self.followers)]
-        batch = {"host": self.mine.get("host"), "leader": self.me, **compact(records)}
+        self.followers = [f for f in self.followers if f[0].fileno() >= 0]
         try:
-            answer = rank0.join(batch, leader=True)
+            answer = rank0.join({"host": self.mine.get("host"), "leader": self.me, **self._batch()}, leader=True)
         except ExchangeFailed as exc:
             self._relay({"protocol": PROTOCOL, "leader": self.me, "failed": {"kind": exc.kind, "message": exc.message}})
             raise
         except BaseException:  # a follower sees the end before an answer: it meets rank 0 again
-            for sock, _ in self.followers:
+            for sock, _, _ in self.followers:
                 sock.close()
             raise
         if rank0.relay is None:
             self._relay({"protocol": PROTOCOL, "leader": self.me, "answer": answer})
-        else:  # each follower its own part of the batch's answer
+        else:  # each follower its own part of the batch's answer, from its whole record
             self._relay_each(
-                lambda record: {"protocol": PROTOCOL, "leader": self.me, "answer": rank0.part(answer, record)}
+                lambda own, rest: {
+                    "protocol": PROTOCOL,
+                    "leader": self.me,
+                    "answer": rank0.part(answer, expand(_object(rest) or {}, _strip(own))),
+                }
             )
         return rank0.part(answer, self.mine)
+
+    def _batch(self) -> dict[str, Any]:
+        """`{"shared", "records"}`: where every follower's rest is this leader's, byte for byte (a host
+        whose processes agree), that rest once and each process's own fields, none of the rests read;
+        else every record whole again, compacted field by field."""
+        if all(rest == self.alike for _, _, rest in self.followers):
+            return {"shared": self.rest, "records": [self.own, *(_strip(m) for _, m, _ in self.followers)]}
+        whole = [expand(self.rest, self.own)]
+        whole += [expand(_object(rest) or {}, _strip(m)) for _, m, rest in self.followers]
+        return compact(whole)
 
     def _take(self, until: float) -> None:
         """Take followers until as many records as the largest count among them claims (meet's `local`,
@@ -478,16 +531,19 @@ class _Leader:
             self._read(sock, time.monotonic() + 0.05)
 
     def _read(self, sock: socket.socket, deadline: float) -> dict[str, Any] | None:
-        """A follower's record, kept (it hears nothing until the answer); None, the connection closed, for
-        one gone, garbled or too slow (with its record unread it sees a reset and elects again), and for a
-        record of another protocol, told to meet rank 0 itself."""
+        """A follower's record (its own fields, then its rest), kept (it hears nothing until the answer);
+        None, the connection closed, for one gone, garbled or too slow (with its record unread it sees a
+        reset and elects again), and for a record of another protocol, told to meet rank 0 itself."""
         buffer = bytearray()
         try:
-            message = _read_line(sock, buffer, deadline)
+            first = _read_raw(sock, buffer, deadline)
+            rest = None if first is None else _read_raw(sock, buffer, deadline)
         except (TimeoutError, OSError):
-            message = None
-        if isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str):
-            self.followers.append((sock, message))
+            first = rest = None
+        message = None if first is None else _object(first)
+        ours = isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str)
+        if ours and rest is not None and message is not None:
+            self.followers.append((sock, message, rest))
             return message
         if isinstance(message, dict):  # one of ours that this leader cannot carry: a reply without an answer
             with contextlib.suppress(OSError):
@@ -497,12 +553,13 @@ class _Leader:
 
     def _relay(self, reply: Mapping[str, Any]) -> None:
         line = _line(reply)
-        self._relay_each(lambda _: line)
+        self._relay_each(lambda _, __: line)
 
-    def _relay_each(self, reply: Callable[[Mapping[str, Any]], Mapping[str, Any] | bytes]) -> None:
-        """Send each follower `reply(its record)` (a line already encoded, or an object to encode), then close."""
-        for sock, message in self.followers:
-            said = reply(message)
+    def _relay_each(self, reply: Callable[[Mapping[str, Any], bytes], Mapping[str, Any] | bytes]) -> None:
+        """Send each follower `reply(its own fields, its rest as sent)` (a line already encoded, or an object
+        to encode), then close."""
+        for sock, message, rest in self.followers:
+            said = reply(message, rest)
             with contextlib.suppress(OSError):
                 _time_limits(sock, 5.0)
                 sock.sendall(said if isinstance(said, bytes) else _line(said))

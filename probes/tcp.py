@@ -143,6 +143,7 @@ class TcpComm:
                     nodes=self._nodes(),
                     local=meeting_here(self.local_size, self.rank, self.local_rank),
                     relay=_relay if op == "census" else None,
+                    personal=("rank", "obj"),
                     **talk,
                 )
         except ExchangeFailed as exc:

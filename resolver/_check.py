@@ -256,6 +256,9 @@ class Bases:
 
 
 _CHEAP = {*ONE_BY_ONE, "is_main", "is_local_main"}
+# a record's fields that are each process's own on a host whose processes agree (probes.hostlocal.split):
+# its leader sends the rest once; rank 0 reads such a record as its host's base with these integers
+PERSONAL = ("pid", "rank", *(f"topology.{name}" for name in sorted(_CHEAP)))
 _BATCH = {"protocol", "round", "job", "wait", "host", "leader", "shared", "records"}  # a batch's own fields
 
 
@@ -871,6 +874,7 @@ def check(
             local=None
             if topology is None
             else meeting_here(topology.local_world_size, topology.global_rank, topology.local_rank),
+            personal=PERSONAL,
         )
         return report(Verdict.from_wire(answer))
     except ExchangeFailed as exc:

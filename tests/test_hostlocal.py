@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from probes import hostlocal
 from probes.exchange import PROTOCOL, ExchangeFailed
-from probes.hostlocal import channel_name, compact, expand, meet
+from probes.hostlocal import channel_name, compact, expand, meet, split
 
 ROUND = "test"
 
@@ -103,6 +103,12 @@ def connect_listening(sock: socket.socket, name: bytes) -> None:
             return
         time.sleep(0.005)  # ECONNREFUSED: bound, not listening yet
     raise AssertionError("nobody listened on the host's channel")
+
+
+def as_follower(rec: dict[str, Any]) -> bytes:
+    """What a follower sends its leader: its own fields (here its id), then the rest on a line of its own."""
+    own, rest = split(rec, ("id",))
+    return json.dumps({**own, "protocol": PROTOCOL}).encode() + b"\n" + json.dumps(rest).encode() + b"\n"
 
 
 def read_line(conn: socket.socket) -> bytes:
@@ -227,7 +233,7 @@ def test_a_follower_hears_its_leader_once_with_the_answer_and_who_led() -> None:
     wait_bound(name)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as follower:
         connect_listening(follower, name)
-        follower.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
+        follower.sendall(as_follower(record(6, 1)))
         heard = b""
         while chunk := follower.recv(65536):
             heard += chunk
@@ -334,6 +340,50 @@ def test_a_compact_batch_expands_to_its_records(batch: list[dict[str, Any]]) -> 
     assert [expand(packed["shared"], r) for r in packed["records"]] == batch
 
 
+@given(records, st.sets(st.sampled_from(["id", "rank", "net", "topology.a", "topology.b", "topology.z"])))
+def test_a_split_record_expands_to_itself(batch: list[dict[str, Any]], personal: set[str]) -> None:
+    for rec in batch:
+        own, rest = split(rec, personal)
+        assert expand(rest, own) == rec
+        assert set(own) <= {"id", "rank", "net", "topology"}
+
+
+def meet_all(recs: list[dict[str, Any]], rank0: Rank0, personal: tuple[str, ...]) -> list[Any]:
+    out: list[Any] = []
+    kw: dict[str, Any] = {"round_": ROUND, "job": "j", "host": "h1", "joiner": rank0, "personal": personal}
+    threads = [
+        threading.Thread(target=lambda r=r: out.append(meet("127.0.0.1", 1, r, deadline=time.monotonic() + 10, **kw)))
+        for r in recs
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return out
+
+
+def test_a_host_whose_processes_agree_sends_their_rest_once_and_each_ones_own_fields() -> None:
+    rank0 = Rank0()
+    recs = [record(r, r) for r in range(3)]
+    assert meet_all(recs, rank0, ("rank", "topology.global_rank", "topology.local_rank")) == ["ok"] * 3
+    (batch,) = rank0.messages
+    assert all(set(r) == {"id", "rank", "topology"} for r in batch["records"])
+    assert all(set(r["topology"]) == {"global_rank", "local_rank"} for r in batch["records"])
+    assert batch["shared"]["topology"] == {"world_size": 8, "local_world_size": 3}
+    assert sorted(rank0.records(), key=lambda r: r["rank"]) == recs
+
+
+def test_a_process_that_differs_beyond_its_own_fields_is_sent_whole_and_nothing_is_lost() -> None:
+    rank0 = Rank0()
+    recs = [record(r, r) for r in range(3)]
+    recs[1]["version"] = "2"  # one process of another release: its rest differs from the leader's
+    recs[2]["topology"]["world_size"] = 9
+    assert meet_all(recs, rank0, ("rank", "topology.global_rank", "topology.local_rank")) == ["ok"] * 3
+    (batch,) = rank0.messages
+    assert "version" not in batch["shared"] and "world_size" not in batch["shared"]["topology"]  # compacted
+    assert sorted(rank0.records(), key=lambda r: r["rank"]) == recs
+
+
 def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -> None:
     rank0, out = Rank0(), list[Any]()
     asked: list[Any] = []
@@ -403,7 +453,7 @@ def test_a_follower_that_hung_up_before_the_batch_left_is_left_out_of_it() -> No
     wait_bound(name)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as quitter:  # gave up on a slow leader: meets rank 0
         connect_listening(quitter, name)
-        quitter.sendall(json.dumps({**record(6, 1), "protocol": PROTOCOL}).encode() + b"\n")
+        quitter.sendall(as_follower(record(6, 1)))
         while hostlocal._unread(quitter):  # the leader took it; it hangs up before the batch leaves
             time.sleep(0.005)
     lead.join(20)
