@@ -75,6 +75,7 @@ LEAD_MOST = 2.0  # seconds a leader takes followers at most
 TAKE_WAIT = 5.0  # seconds at least before a process looks whether the holder of its host's channel read its record
 _ELECTIONS = 20  # times a process tries to lead or follow on its host before meeting rank 0 directly
 _ENVELOPE = ("protocol", "round", "job", "wait")  # what join adds to every message: not part of a record
+_BIND_PAUSES = (0.001, 0.002, 0.004, 0.008, 0.016)  # seconds between asks of a name bound and not listening yet
 _HERE = "here"  # a process's hint to its leader: how many of the host's processes meet it (meet's `local`)
 
 _Joiner = Callable[..., Any]  # probes.exchange.join's signature
@@ -345,29 +346,34 @@ def pace(connections: int | None, deadline: float) -> None:
 
 def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
     """Follow the host's leader if one listens at `name`, else bind it and lead: one socket either way
-    (most processes follow, and every socket call is a trip for the GIL where ranks are threads)."""
+    (most processes follow, and every socket call is a trip for the GIL where ranks are threads). A name
+    bound and not listening yet (its binder is between bind and listen) is asked again on the same
+    socket a moment later, not through a new election."""
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     except OSError:
         raise _Direct from None
     with sock:
         _time_limits(sock, TAKE_WAIT)
-        try:
-            sock.connect(name)
-        except (ConnectionRefusedError, FileNotFoundError):  # nobody listens there: lead
-            pass
-        except OSError:  # a leader whose queue stays full (EAGAIN after TAKE_WAIT), or no such sockets
-            raise _Direct from None
-        else:
-            return _follow(sock, mine, rank0)
-        try:
-            sock.bind(name)
-            sock.listen(128)
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EINVAL):  # someone bound it meanwhile: follow them
-                raise _Again from None
-            raise _Direct from None
-        return _Leader(sock, mine, rank0.personal).lead(rank0)
+        for pause in _BIND_PAUSES:
+            try:
+                sock.connect(name)
+            except (ConnectionRefusedError, FileNotFoundError):  # nobody listens there: lead
+                pass
+            except OSError:  # a leader whose queue stays full (EAGAIN after TAKE_WAIT), or no such sockets
+                raise _Direct from None
+            else:
+                return _follow(sock, mine, rank0)
+            try:
+                sock.bind(name)
+                sock.listen(128)
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRINUSE, errno.EINVAL):
+                    raise _Direct from None
+                time.sleep(pause)  # someone bound it meanwhile: it listens in a moment (this yields it the GIL)
+                continue
+            return _Leader(sock, mine, rank0.personal).lead(rank0)
+    raise _Again
 
 
 def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
