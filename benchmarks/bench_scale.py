@@ -20,9 +20,14 @@ start-up is not counted). The cases:
   rank a client (rank 0 the master, whose process raises its soft limit to the hard limit as the check's
   rank 0 does: under 1,024 it cannot hold 16,384 clients);
 - `emulated`: `--emulate` ranks (131,072) as host leaders carrying 8 records each (16,384 leaders, and
-  one for rank 0's host-mates), spread over the workers, each sending its batch through
-  `probes.exchange.join` as a host leader does; rank 0 runs the real `resolver.check` alone in its own
-  process: its CPU time (its thread's) and wall time, and whether every answer is ok;
+  one for rank 0's host-mates), spread over the workers, each one TCP connection that sends the line a
+  host leader sends through `probes.exchange.join` (its host's batch) and reads rank 0's greeting and
+  answer, its first connect spread as `probes.hostlocal.pace` spreads a leader's; a worker drives its
+  leaders from one selector loop, not a thread each: 16,384 threads calling `join` spent 20-31 s of CPU
+  on their interpreter locks, starving the rank 0 this case measures on the same two cores (real
+  leaders run on hosts of their own; the `check` case runs the real leaders). Rank 0 runs the real
+  `resolver.check` alone in its own process: its CPU time (its thread's) and wall time, and whether
+  every answer is ok;
 - `limit`: `--limit-ranks` ranks (600) on hosts of 8 running `check`, rank 0 alone in a process whose
   soft and hard limit are 64 open files: the seconds until every rank has its report, and whether each
   names the limit and the fix (`ulimit -n`); one report's line is printed.
@@ -34,8 +39,10 @@ alike; the median, range and check/floor and check/TCPStore of the medians are p
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
+import random
 import resource
 import selectors
 import socket
@@ -55,8 +62,8 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
 import probes
 import resolver
 from benchmarks.bench_exchange import free_port
-from probes.exchange import join
-from probes.hostlocal import compact, pace
+from probes.exchange import PROTOCOL, RETRY_RATE
+from probes.hostlocal import compact, listen_queue
 from probes.limits import raise_open_files
 from resolver._check import check, record
 
@@ -296,37 +303,77 @@ def work_tcpstore(ranks: list[int], world: int, port: int) -> dict[str, Any]:
     return {"ok": sum(1 for x in results if x is True), "n": len(ranks), "end": end, "cpu0": None}
 
 
-def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
-    """Host leaders (a leader is named by its host's first rank, the rank-0 host's by rank 1) carrying
-    their host's records, as probes/hostlocal.py's leader sends them."""
-    nodes = -(-world // PER_HOST)
-    batches = {}
+def leader_lines(leaders: list[int], world: int, port: int) -> dict[int, bytes]:
+    """What each host leader sends rank 0 (`probes.exchange.join`'s line): its host's batch (probes/hostlocal.py)
+    with the round, the job and its patience."""
+    lines: dict[int, bytes] = {}
     for first in leaders:
         ranks = range(first, min(world, first // PER_HOST * PER_HOST + PER_HOST))
         records = [record(resolved(r, world, port)[1], host_of(r)) for r in ranks]
         me = {"id": records[0]["id"], "rank": first, "pid": os.getpid(), "host": host_of(first)}
-        batches[first] = {"host": host_of(first), "leader": me, **compact(records)}
+        batch = {"host": host_of(first), "leader": me, **compact(records)}
+        said = {**batch, "protocol": PROTOCOL, "round": "check", "job": "bench", "wait": TIMEOUT}
+        lines[first] = json.dumps(said, separators=(",", ":")).encode() + b"\n"
+    return lines
+
+
+def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
+    """Host leaders (a leader is named by its host's first rank, the rank-0 host's by rank 1) carrying
+    their host's records, driven from one selector loop per worker: each leader is one TCP connection
+    that sends the batch a host leader sends (`probes.exchange.join`'s line: the batch of
+    probes/hostlocal.py with the round, job and patience) and reads rank 0's greeting and answer, its
+    first connect spread over the seconds `probes.hostlocal.pace` spreads them, a refused one tried
+    again 0.1 s later. Not 256 threads calling `join`: on one machine their interpreter-lock traffic
+    (20-31 s of CPU for 16,384 joins) starved the rank 0 this case measures, and real leaders run on
+    hosts of their own."""
+    nodes = -(-world // PER_HOST)
+    lines = leader_lines(leaders, world, port)
+    spread = nodes / RETRY_RATE if nodes > listen_queue() else 0.0
     ready_and_wait()
     cpu = time.process_time()
+    start = time.monotonic()
+    due = sorted((start + random.uniform(0, spread), first) for first in leaders)  # noqa: S311
+    selector = selectors.DefaultSelector()
+    got: dict[int, bytearray] = {}
+    ok: dict[int, bool] = {}
+    deadline = start + TIMEOUT
 
-    def one(first: int) -> bool:
-        pace(nodes, time.monotonic() + TIMEOUT)  # as a leader does (probes.hostlocal)
-        answer = join(
-            "127.0.0.1",
-            port,
-            batches[first],
-            round_="check",
-            job="bench",
-            deadline=time.monotonic() + TIMEOUT,
-            strict_job=False,
-            processes=nodes,
-        )
-        return isinstance(answer, dict) and not answer.get("problems") and not answer.get("missing")
+    def connect(first: int) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        got[first] = bytearray()
+        selector.register(sock, selectors.EVENT_WRITE, first)
 
-    results, end = threads(leaders, one)
-    count = sum(
-        min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f, x in zip(leaders, results, strict=True) if x is True
-    )
+    while len(ok) < len(leaders) and time.monotonic() < deadline:
+        now = time.monotonic()
+        while due and due[0][0] <= now:
+            connect(heapq.heappop(due)[1])
+        wait = max(0.0, due[0][0] - now) if due else 1.0
+        for key, events in selector.select(min(wait, 1.0)):
+            sock, first = key.fileobj, key.data
+            assert isinstance(sock, socket.socket)
+            if events & selectors.EVENT_WRITE:
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):  # refused: rank 0 not up yet
+                    selector.unregister(sock)
+                    sock.close()
+                    heapq.heappush(due, (time.monotonic() + 0.1, first))
+                    continue
+                sock.sendall(lines[first])  # 2-3 KB: the socket's buffer takes it at once
+                selector.modify(sock, selectors.EVENT_READ, first)
+                continue
+            chunk = sock.recv(65536)
+            got[first] += chunk
+            parts = bytes(got[first]).split(b"\n")
+            if chunk and len(parts) < 3:  # the greeting, then the answer
+                continue
+            answer = json.loads(parts[1]).get("answer") if len(parts) >= 3 else None
+            ok[first] = isinstance(answer, dict) and not answer.get("problems") and not answer.get("missing")
+            selector.unregister(sock)
+            sock.close()  # after reading its answer, as a leader does: the TIME_WAIT stays on this side
+    end = time.monotonic()
+    selector.close()
+    count = sum(min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f in leaders if ok.get(f))
     return {
         "ok": count,
         "n": sum(min(world, f // PER_HOST * PER_HOST + PER_HOST) - f for f in leaders),
