@@ -387,7 +387,6 @@ def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
         sock.sendall(_line({**own, "protocol": PROTOCOL}) + _line(rest))
     except OSError:  # it went away as we came
         raise _Again from None
-    leader = _holder(sock, mine.get("host"))
     buffer = bytearray()
     last = deadline + 2 * ANSWER_GRACE
     # one look at whether the holder took the record: late enough that a follower of a leader waiting on
@@ -402,34 +401,37 @@ def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
             reply = _read_line(sock, buffer, last)
     except TimeoutError:
         raise ExchangeFailed(
-            "unanswered", f"this host's leader ({_whom(leader)}) took this process's record and never answered"
+            "unanswered",
+            f"this host's leader ({_whom(_holder(sock, mine))}) took this process's record and never answered",
         ) from None
     except OSError:  # a reset: it closed with the record unread, so it never took it; the name is free again
         raise _Again from None
     if reply is None:  # it went away after it read our record: it died, or was killed
         if time.monotonic() >= deadline:
             raise ExchangeFailed(
-                "unanswered", f"this host's leader ({_whom(leader)}) went away before relaying rank 0's answer"
+                "unanswered",
+                f"this host's leader ({_whom(_holder(sock, mine))}) went away before relaying rank 0's answer",
             )
-        raise _Again(lost=leader)
-    if isinstance(reply.get("leader"), dict):
-        leader = {**leader, **reply["leader"]}
+        raise _Again(lost=_holder(sock, mine))
     if "answer" in reply:
         return reply["answer"]
     failed = reply.get("failed")
     if isinstance(failed, dict):
         kind = str(failed.get("kind", "unanswered"))
+        said = reply.get("leader")
+        leader = {**_holder(sock, mine), **said} if isinstance(said, dict) else _holder(sock, mine)
         raise ExchangeFailed(kind, f"{failed.get('message', '?')} (this host's leader, {_whom(leader)}, met rank 0)")
     raise _Direct
 
 
-def _holder(sock: socket.socket, host: Any) -> dict[str, Any]:
-    """Who holds the channel at the other end of `sock`, as the kernel says: its pid (SO_PEERCRED), on `host`."""
+def _holder(sock: socket.socket, mine: Mapping[str, Any]) -> dict[str, Any]:
+    """Who holds the channel at the other end of `sock`, as the kernel says: its pid (SO_PEERCRED, set when
+    we connected: it holds after the peer went away), on this process's host."""
     try:
         pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except OSError:
-        return {"host": host}
-    return {"pid": pid, "host": host}
+        return {"host": mine.get("host")}
+    return {"pid": pid, "host": mine.get("host")}
 
 
 def _unread(sock: socket.socket) -> bool:
