@@ -9,12 +9,17 @@ records for a moment, stops listening (a later process binds the name again and 
 joins rank 0 through `probes.exchange.join` with the batch, and relays rank 0's answer, or its own
 failure to meet rank 0, to every follower. The wire (one JSON object per line, as over TCP):
 
-    process -> leader   the record it would send rank 0, with a random "id"
+    process -> leader   the record it would send rank 0, with a random "id", in two lines (`split`):
+                        {"protocol", its own fields (meet's `personal`), "here"?}, then the rest
     leader -> process   once, at the end: {"protocol", "leader": {...}, "answer": ...}
                         or {"protocol", "leader": {...}, "failed": {"kind", "message"}}
     leader -> rank 0    {"protocol", "round", "job", "wait", "host", "leader": {...},
                          "shared": {fields alike in every record, one level down in "topology" too},
                          "records": [{what differs}, ...]}
+
+A leader whose followers' rests are its own, byte for byte, sends that rest once as the batch's
+"shared" and their own fields as its "records" without reading the rests; a host whose processes
+differ beyond their own fields is compacted field by field (`compact`).
 
 The leader sends a follower nothing before the answer: every line a waiting process receives wakes
 it, and where thousands of processes are threads of one (the benchmarks) each wake-up is a trip for
