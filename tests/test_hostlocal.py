@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -121,6 +121,39 @@ def read_line(conn: socket.socket) -> bytes:
     return data
 
 
+def follow_a_stand_in(stand_in: Callable[[socket.socket], object], rank0: Rank0, seconds: float = 10) -> Any:
+    """What one process's meet returned (or raised) when the channel of its host is held by `stand_in`:
+    it gets the process's connection; then it stops listening (its name goes) and the connection ends."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(channel_name(ROUND, "j", "127.0.0.1", 1, "h1"))
+    listener.listen()
+
+    def hold() -> None:
+        conn, _ = listener.accept()
+        stand_in(conn)
+        listener.close()
+        conn.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        got: Any = meet(
+            "127.0.0.1",
+            1,
+            record(3, 0),
+            round_=ROUND,
+            job="j",
+            host="h1",
+            deadline=time.monotonic() + seconds,
+            joiner=rank0,
+        )
+    except ExchangeFailed as exc:
+        got = exc
+    holder.join(10)
+    assert not holder.is_alive()
+    return got
+
+
 def test_the_first_to_bind_leads_whatever_local_rank_it_claims() -> None:
     rank0, out = Rank0(), list[Any]()
     first = meeting(1, record(5, local_rank=2), rank0, out)
@@ -154,28 +187,8 @@ def test_hosts_meet_apart() -> None:
 
 
 def test_a_leader_that_dies_after_taking_a_record_is_named_and_its_follower_meets_rank_0_again() -> None:
-    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-    took = threading.Event()
-
-    def dying_leader(listener: socket.socket) -> None:
-        conn, _ = listener.accept()
-        read_line(conn)  # it took the record (and, as a leader does, said nothing yet)
-        listener.close()  # dies: its name goes, and its follower's connection ends
-        took.set()
-        conn.close()
-
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(name)
-    listener.listen()
-    leader = threading.Thread(target=dying_leader, args=(listener,))
-    leader.start()
-    rank0, out = Rank0(), list[Any]()
-    follower = meeting(1, record(3, 0), rank0, out)
-    follower.start()
-    follower.join(20)
-    leader.join(5)
-    assert took.is_set()
-    assert out == ["ok"]
+    rank0 = Rank0()
+    assert follow_a_stand_in(read_line, rank0) == "ok"  # it took the record, said nothing yet, and died
     (again,) = rank0.records()  # it led itself the second time
     assert again["lost_leader"] == {"pid": os.getpid(), "host": "h1"}  # the kernel's word: who held the name
 
@@ -183,29 +196,13 @@ def test_a_leader_that_dies_after_taking_a_record_is_named_and_its_follower_meet
 def test_a_leader_that_leaves_before_reading_a_record_is_no_lost_leader() -> None:
     """A leader closes with a record unread when it stops taking followers as one comes (its queue's
     last): the follower sees a reset, not an end of stream, and elects again without blaming anyone."""
-    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(name)
-    listener.listen()
-    closed = threading.Event()
 
-    def leaving_leader() -> None:
-        conn, _ = listener.accept()
+    def leaving(conn: socket.socket) -> None:
         readable, _, _ = select.select([conn], [], [], 10)  # the record arrived; nobody reads it
         assert readable
-        listener.close()
-        conn.close()
-        closed.set()
 
-    leaving = threading.Thread(target=leaving_leader)
-    leaving.start()
-    rank0, out = Rank0(), list[Any]()
-    follower = meeting(1, record(3, 0), rank0, out)
-    follower.start()
-    leaving.join(10)
-    follower.join(20)
-    assert closed.is_set()
-    assert out == ["ok"]
+    rank0 = Rank0()
+    assert follow_a_stand_in(leaving, rank0) == "ok"
     (again,) = rank0.records()  # it led itself the second time
     assert "lost_leader" not in again
 
@@ -247,27 +244,14 @@ def test_a_follower_hears_its_leader_once_with_the_answer_and_who_led() -> None:
 def test_a_slow_leader_that_took_the_record_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """A follower looks once whether its record was read; a leader that read it and answers late keeps it."""
     monkeypatch.setattr(hostlocal, "TAKE_WAIT", 0.1)
-    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(name)
-    listener.listen()
 
-    def slow_leader() -> None:
-        conn, _ = listener.accept()
+    def slow(conn: socket.socket) -> None:
         read_line(conn)
         time.sleep(1.0)  # past the follower's look (a quarter of its 2 s)
         conn.sendall(json.dumps({"protocol": PROTOCOL, "leader": {"rank": 9}, "answer": "late"}).encode() + b"\n")
-        conn.close()
-        listener.close()
 
-    leader = threading.Thread(target=slow_leader)
-    leader.start()
     rank0 = Rank0()
-    got = meet(
-        "127.0.0.1", 1, record(3, 0), round_=ROUND, job="j", host="h1", deadline=time.monotonic() + 2, joiner=rank0
-    )
-    leader.join(10)
-    assert got == "late"
+    assert follow_a_stand_in(slow, rank0, seconds=2) == "late"
     assert rank0.messages == []  # it never went to rank 0 itself
 
 
@@ -422,25 +406,7 @@ def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -
 
 
 def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:
-    name = channel_name(ROUND, "j", "127.0.0.1", 1, "h1")
-
-    def dying_leader(listener: socket.socket) -> None:
-        conn, _ = listener.accept()
-        read_line(conn)
-        listener.close()
-        conn.close()
-
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(name)
-    listener.listen()
-    leader = threading.Thread(target=dying_leader, args=(listener,))
-    leader.start()
-    rank0, out = Rank0(fail=ExchangeFailed("unreachable", "nothing listened at 127.0.0.1:1")), list[Any]()
-    follower = meeting(1, record(3, 0), rank0, out)
-    follower.start()
-    follower.join(20)
-    leader.join(5)
-    (failure,) = out
+    failure = follow_a_stand_in(read_line, Rank0(fail=ExchangeFailed("unreachable", "nothing listened at 127.0.0.1:1")))
     assert isinstance(failure, ExchangeFailed) and failure.kind == "unreachable"
     assert "nothing listened" in failure.message and f"pid {os.getpid()} on h1" in failure.message
 
