@@ -442,7 +442,7 @@ def _holder(sock: socket.socket, mine: Mapping[str, Any]) -> dict[str, Any]:
 def _unread(sock: socket.socket) -> bool:
     """Whether what this end sent still waits, unread, in the peer's queue (SIOCOUTQ, unix(7))."""
     queued = array.array("i", [0])
-    try:
+    try:  # SIOCOUTQ has TIOCOUTQ's number (linux/sockios.h); Python's socket module names neither
         fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, queued, True)
     except OSError:
         return False
