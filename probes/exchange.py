@@ -108,8 +108,11 @@ class Arrival:
     local: str = ""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options builds an encoder per call
+
+
 def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+    return _ENCODER.encode(obj).encode() + b"\n"
 
 
 def _reset(conn: socket.socket) -> None:

@@ -58,7 +58,18 @@ from typing import Any
 
 import attrs
 
-from probes.exchange import ANSWER_GRACE, PROTOCOL, RECORD_LIMIT, RETRY_RATE, ExchangeFailed, _time_limits, join
+from probes.exchange import (
+    ANSWER_GRACE,
+    PROTOCOL,
+    RECORD_LIMIT,
+    RETRY_RATE,
+    ExchangeFailed,
+    _line,
+    _Lines,
+    _parse,
+    _time_limits,
+    join,
+)
 from probes.limits import raise_open_files
 
 __all__ = [
@@ -148,49 +159,18 @@ def expand(shared: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, An
 # -- a process's side ----------------------------------------------------------------------------------------
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options builds an encoder per call
+_LINE_LIMIT = RECORD_LIMIT + (1 << 20)  # bytes a line on the host-local channel may reach without its newline
 
 
-def _line(obj: Any) -> bytes:
-    return _ENCODER.encode(obj).encode() + b"\n"
-
-
-def _read_raw(sock: socket.socket, buffer: bytearray, deadline: float) -> bytes | None:
-    """The next line from a blocking Unix socket, without its newline; None at end of stream or past
-    RECORD_LIMIT without one; TimeoutError; OSError as recv raised it (ConnectionResetError: the peer
-    closed with what we sent unread)."""
-    while b"\n" not in buffer:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        _time_limits(sock, remaining)  # in the kernel: a Python timeout polls first, one more trip for the GIL
-        try:
-            chunk = sock.recv(65536)
-        except BlockingIOError:  # SO_RCVTIMEO ran out
-            raise TimeoutError from None
-        if not chunk:
-            return None
-        buffer += chunk
-        if len(buffer) > RECORD_LIMIT + (1 << 20):
-            return None
-    end = buffer.index(b"\n")
-    raw = bytes(buffer[:end])
-    del buffer[: end + 1]
-    return raw
-
-
-def _read_line(sock: socket.socket, buffer: bytearray, deadline: float) -> dict[str, Any] | None:
-    """The next JSON object from a blocking Unix socket (`_read_raw`'s line parsed); None on garbage too."""
-    raw = _read_raw(sock, buffer, deadline)
-    return None if raw is None else _object(raw)
-
-
-def _object(raw: bytes) -> dict[str, Any] | None:
+def _read_line(lines: _Lines, deadline: float) -> dict[str, Any] | None:
+    """The next JSON object on the host-local channel; None at end of stream, on garbage or past
+    `_LINE_LIMIT`; TimeoutError; OSError as recv raised it (ConnectionResetError: the peer closed with
+    what we sent unread)."""
     try:
-        value = json.loads(raw)
+        raw = lines.next(deadline, _LINE_LIMIT)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None
+    return None if raw is None else _parse(raw)
 
 
 class _Again(Exception):
@@ -267,7 +247,7 @@ def meet(
         "about": about,
         "on_wait": on_wait,
     }
-    rank0 = _Rank0(address, port, talk, joiner, nodes, relay, frozenset({*personal, "id", "lost_leader"}))
+    rank0 = _Rank0(address, port, talk, joiner, nodes, frozenset({*personal, "id", "lost_leader"}), relay)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(_strip(mine), leader=False, own=mine)
     try:
@@ -309,8 +289,8 @@ class _Rank0:
     talk: dict[str, Any]
     joiner: _Joiner
     nodes: int | None
+    personal: frozenset[str]
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None
-    personal: frozenset[str] = frozenset({"id", "lost_leader"})
 
     def join(self, message: Mapping[str, Any], *, leader: bool, own: Mapping[str, Any] | None = None) -> Any:
         """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part."""
@@ -392,18 +372,18 @@ def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
         sock.sendall(_line({**own, "protocol": PROTOCOL}) + _line(rest))
     except OSError:  # it went away as we came
         raise _Again from None
-    buffer = bytearray()
+    lines = _Lines(sock)
     last = deadline + 2 * ANSWER_GRACE
     # one look at whether the holder took the record: late enough that a follower of a leader waiting on
     # rank 0 seldom wakes for it, early enough that three quarters of the time are left to meet rank 0
     look = time.monotonic() + max(TAKE_WAIT, (deadline - time.monotonic()) / 4)
     try:
         try:
-            reply = _read_line(sock, buffer, min(last, look))
+            reply = _read_line(lines, min(last, look))
         except TimeoutError:
             if _unread(sock):  # the record still waits in the holder's queue: it does not lead
                 raise _Direct from None
-            reply = _read_line(sock, buffer, last)
+            reply = _read_line(lines, last)
     except TimeoutError:
         raise ExchangeFailed(
             "unanswered",
@@ -495,7 +475,7 @@ class _Leader:
                 lambda own, rest: {
                     "protocol": PROTOCOL,
                     "leader": self.me,
-                    "answer": rank0.part(answer, expand(_object(rest) or {}, _strip(own))),
+                    "answer": rank0.part(answer, expand(_parse(rest) or {}, _strip(own))),
                 }
             )
         return rank0.part(answer, self.mine)
@@ -507,7 +487,7 @@ class _Leader:
         if all(rest == self.alike for _, _, rest in self.followers):
             return {"shared": self.rest, "records": [self.own, *(_strip(m) for _, m, _ in self.followers)]}
         whole = [expand(self.rest, self.own)]
-        whole += [expand(_object(rest) or {}, _strip(m)) for _, m, rest in self.followers]
+        whole += [expand(_parse(rest) or {}, _strip(m)) for _, m, rest in self.followers]
         return compact(whole)
 
     def _take(self, until: float) -> None:
@@ -547,13 +527,13 @@ class _Leader:
         """A follower's record (its own fields, then its rest), kept (it hears nothing until the answer);
         None, the connection closed, for one gone, garbled or too slow (with its record unread it sees a
         reset and elects again), and for a record of another protocol, told to meet rank 0 itself."""
-        buffer = bytearray()
+        lines = _Lines(sock)
         try:
-            first = _read_raw(sock, buffer, deadline)
-            rest = None if first is None else _read_raw(sock, buffer, deadline)
-        except (TimeoutError, OSError):
+            first = lines.next(deadline, _LINE_LIMIT)
+            rest = None if first is None else lines.next(deadline, _LINE_LIMIT)
+        except (TimeoutError, OSError, ValueError):
             first = rest = None
-        message = None if first is None else _object(first)
+        message = None if first is None else _parse(first)
         ours = isinstance(message, dict) and message.get("protocol") == PROTOCOL and isinstance(message.get("id"), str)
         if ours and rest is not None and message is not None:
             self.followers.append((sock, message, rest))
