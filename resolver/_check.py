@@ -1169,11 +1169,11 @@ def _lost_leaders(members: Sequence[Member]) -> list[Problem]:
     """Host leaders that took records and went away before relaying rank 0's answer. A follower knows its
     leader by pid and host (the kernel's word); its rank is the one of the record from that pid and host,
     when one came (a leader that died after its batch reached rank 0) and only one did."""
-    lost: dict[tuple[str, str], tuple[Mapping[str, Any], list[Member]]] = {}
+    lost: dict[tuple[str, str], list[Member]] = {}
     for m in members:
         if m.lost_leader is not None:
             key = (_text(m.lost_leader.get("host", "?")), _text(m.lost_leader.get("pid", "?")))
-            lost.setdefault(key, (m.lost_leader, []))[1].append(m)
+            lost.setdefault(key, []).append(m)
     if not lost:
         return []
     ranks: dict[tuple[str, str], set[int]] = {}
@@ -1181,12 +1181,9 @@ def _lost_leaders(members: Sequence[Member]) -> list[Problem]:
         if m.pid is not None and m.rank is not None and (m.host, str(m.pid)) in lost:
             ranks.setdefault((m.host, str(m.pid)), set()).add(m.rank)
     problems = []
-    for (lead_host, pid), (leader, followers) in lost.items():
-        rank = leader.get("rank")
-        rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+    for (lead_host, pid), followers in lost.items():
         known = ranks.get((lead_host, pid), set())
-        if rank is None and len(known) == 1:
-            (rank,) = known
+        rank = next(iter(known)) if len(known) == 1 else None
         who = "a process of unknown rank" if rank is None else f"rank {rank}"
         problems.append(
             Problem(
