@@ -62,8 +62,8 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
 import probes
 import resolver
 from benchmarks.bench_exchange import free_port
-from probes.exchange import PROTOCOL, RETRY_RATE
-from probes.hostlocal import compact, listen_queue
+from probes.exchange import PROTOCOL, _line
+from probes.hostlocal import compact, spread
 from probes.limits import raise_open_files
 from resolver._check import check, record
 
@@ -313,7 +313,7 @@ def leader_lines(leaders: list[int], world: int, port: int) -> dict[int, bytes]:
         me = {"id": records[0]["id"], "rank": first, "pid": os.getpid(), "host": host_of(first)}
         batch = {"host": host_of(first), "leader": me, **compact(records)}
         said = {**batch, "protocol": PROTOCOL, "round": "check", "job": "bench", "wait": TIMEOUT}
-        lines[first] = json.dumps(said, separators=(",", ":")).encode() + b"\n"
+        lines[first] = _line(said)
     return lines
 
 
@@ -328,11 +328,11 @@ def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
     hosts of their own."""
     nodes = -(-world // PER_HOST)
     lines = leader_lines(leaders, world, port)
-    spread = nodes / RETRY_RATE if nodes > listen_queue() else 0.0
+    seconds = spread(nodes)
     ready_and_wait()
     cpu = time.process_time()
     start = time.monotonic()
-    due = sorted((start + random.uniform(0, spread), first) for first in leaders)  # noqa: S311
+    due = sorted((start + random.uniform(0, seconds), first) for first in leaders)  # noqa: S311
     selector = selectors.DefaultSelector()
     got: dict[int, bytearray] = {}
     ok: dict[int, bool] = {}

@@ -84,6 +84,7 @@ __all__ = [
     "meeting_here",
     "pace",
     "split",
+    "spread",
 ]
 
 LEAD_QUIET = 0.25  # seconds without a new follower after which the leader goes to rank 0 with its batch
@@ -323,10 +324,17 @@ def pace(connections: int | None, deadline: float) -> None:
     side sends it again after 1 s, then 3 s, 7 s...; tens of thousands connecting at once wait seconds
     that way, and a process that gives up meanwhile would look missing. A uniform spread at the rate
     rank 0 can take them avoids the drops; below the queue's size nothing waits."""
+    seconds = spread(connections)
+    if seconds > 0:
+        time.sleep(max(0.0, min(random.uniform(0, seconds), deadline - time.monotonic() - 1.0)))  # noqa: S311
+
+
+def spread(connections: int | None) -> float:
+    """The seconds over which `pace` spreads `connections` first attempts: `connections / RETRY_RATE`
+    beyond what the listen queue holds, none below."""
     if connections is None or connections <= listen_queue():
-        return
-    spread = connections / RETRY_RATE
-    time.sleep(max(0.0, min(random.uniform(0, spread), deadline - time.monotonic() - 1.0)))  # noqa: S311
+        return 0.0
+    return connections / RETRY_RATE
 
 
 def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
