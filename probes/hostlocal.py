@@ -138,7 +138,7 @@ def split(record: Mapping[str, Any], personal: Collection[str]) -> tuple[dict[st
     """(what is the process's own, the rest): `personal` names the fields of its own (`"topology.x"`: `x`
     one level down in `topology`). `expand(rest, own)` is `record` again. The processes of one host
     that agree send the same rest, byte for byte: a leader compares it and keeps one."""
-    inner = {name[9:] for name in personal if name.startswith("topology.")}
+    inner = {name.removeprefix("topology.") for name in personal if name.startswith("topology.")}
     own = {k: v for k, v in record.items() if k in personal}
     rest = {k: v for k, v in record.items() if k not in personal}
     top = rest.get("topology")
