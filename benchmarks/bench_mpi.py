@@ -59,7 +59,9 @@ def rank_main(repeats: int) -> None:
     multi_node = {k: v for k, v in one_node.items() if k not in MULTI_NODE_DROP}
     no_comm = {**one_node, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     assert resolver.resolve(one_node, live).source == "mpi"
-    assert resolver.resolve(multi_node).provenance["node_rank"].startswith("probe:comm.allgather")
+    node_rank = resolver.resolve(multi_node).provenance["node_rank"]  # an Origin: the hostnames came from the comm
+    assert node_rank.kind == "probe", node_rank
+    assert node_rank.name.startswith("comm.allgather"), node_rank
 
     cases: dict[str, Callable[[], object]] = {
         "allgather": lambda: comm.allgather(socket.gethostname()),

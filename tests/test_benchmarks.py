@@ -71,3 +71,24 @@ def test_the_exec_exchange_benchmark_gives_every_rank_its_place_both_ways(capsys
     assert rows["census"][-1] == "24/24" and rows["allgather"][-1] == "24/24", out
     connections = {mode: int(row[row.index("connections") + 1]) for mode, row in rows.items() if mode != "median:"}
     assert connections["allgather"] == 23 and 3 <= connections["census"] < 23, out
+
+
+def test_the_mpi_benchmark_runs_under_mpirun() -> None:
+    """A small run of bench_mpi under a real mpirun: its rank mode checks what resolve says of the comm
+    before timing (an `Origin`, not text: it once called `.startswith` on it and every run died), and
+    the table has every case at 2 ranks."""
+    from tests.conftest import require_tool
+
+    require_tool("mpirun")
+    pytest.importorskip("mpi4py")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_mpi", "--ranks", "2", "--repeats", "3"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    cases = {line.split()[1] for line in done.stdout.splitlines() if line.split()[:1] == ["2"]}
+    assert cases == {"allgather", "allgather+cpu", "resolve(env)", "resolve(env)+hosts", "resolve", "resolve+hosts"}
