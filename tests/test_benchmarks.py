@@ -92,3 +92,27 @@ def test_the_mpi_benchmark_runs_under_mpirun() -> None:
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     cases = {line.split()[1] for line in done.stdout.splitlines() if line.split()[:1] == ["2"]}
     assert cases == {"allgather", "allgather+cpu", "resolve(env)", "resolve(env)+hosts", "resolve", "resolve+hosts"}
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "rows"),
+    [
+        (
+            "bench_inprocess",
+            ["--number", "5", "--repeat", "1"],
+            ["torchelastic", "slurm", "lsf", "lightning", "kubeflow"],
+        ),
+        ("bench_startup", ["--runs", "1", "--envs", "torchrun"], ["python -c pass", "import attrs (floor)"]),
+    ],
+)
+def test_the_small_benchmarks_run_and_print_every_row(module: str, argv: list[str], rows: list[str]) -> None:
+    """A short run of each benchmark no other test runs (bench_hostlist excepted: it has no size to make it
+    short): exit 0 and a row for every case, with or without lightning installed."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *argv], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    starts = [line.strip() for line in done.stdout.splitlines()]
+    for row in rows:
+        assert any(line.startswith(row) for line in starts), done.stdout
