@@ -103,11 +103,12 @@ def test_the_mpi_benchmark_runs_under_mpirun() -> None:
             ["torchelastic", "slurm", "lsf", "lightning", "kubeflow"],
         ),
         ("bench_startup", ["--runs", "1", "--envs", "torchrun"], ["python -c pass", "import attrs (floor)"]),
+        ("bench_hostlist", ["--quick"], ["expand", "count", "first", "compress", "growth exponent", "peak memory"]),
     ],
 )
 def test_the_small_benchmarks_run_and_print_every_row(module: str, argv: list[str], rows: list[str]) -> None:
-    """A short run of each benchmark no other test runs (bench_hostlist excepted: it has no size to make it
-    short): exit 0 and a row for every case, with or without lightning installed."""
+    """A short run of each benchmark no other test runs: exit 0 and a row for every case, with or without
+    lightning installed."""
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{module}", *argv], cwd=root, capture_output=True, text=True, timeout=300
