@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 import sys
+import tempfile
 import timeit
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +28,8 @@ import probes
 import resolver
 from benchmarks.bench_startup import SLURM, TORCHRUN
 
-RANKFILE = "/tmp/cluster-topology-bench-rankfile"
-LSF = {
+LSF = {  # LSB_DJOB_RANKFILE: a file of this run's own (`cases`), so that two runs at once do not share one
     "LSB_JOBID": "1234",
-    "LSB_DJOB_RANKFILE": RANKFILE,
     "JSM_NAMESPACE_LOCAL_RANK": "1",
     "JSM_NAMESPACE_SIZE": "4",
     "JSM_NAMESPACE_RANK": "3",
@@ -43,13 +43,17 @@ OPENMPI = {
     "MASTER_ADDR": "10.0.0.1",
     "MASTER_PORT": "29500",
 }
-CASES: dict[str, tuple[dict[str, str], str]] = {
-    "torchelastic": (TORCHRUN, "TorchElasticEnvironment"),
-    "slurm": (SLURM, "SLURMEnvironment"),
-    "lsf": (LSF, "LSFEnvironment"),
-    "lightning": ({"MASTER_PORT": "29500"}, "LightningEnvironment"),
-    "kubeflow": ({"WORLD_SIZE": "4", "RANK": "1", "MASTER_ADDR": "m", "MASTER_PORT": "1"}, "KubeflowEnvironment"),
-}
+
+
+def cases(rankfile: str) -> dict[str, tuple[dict[str, str], str]]:
+    """Each source's environment and the Lightning class that reads it; LSF's rank file is `rankfile`."""
+    return {
+        "torchelastic": (TORCHRUN, "TorchElasticEnvironment"),
+        "slurm": (SLURM, "SLURMEnvironment"),
+        "lsf": ({**LSF, "LSB_DJOB_RANKFILE": rankfile}, "LSFEnvironment"),
+        "lightning": ({"MASTER_PORT": "29500"}, "LightningEnvironment"),
+        "kubeflow": ({"WORLD_SIZE": "4", "RANK": "1", "MASTER_ADDR": "m", "MASTER_PORT": "1"}, "KubeflowEnvironment"),
+    }
 
 
 def lightning_reader(cls_name: str) -> Callable[[], Any] | None:
@@ -81,21 +85,21 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    with open(RANKFILE, "w") as handle:
-        handle.write("batch1\n" + "".join(f"h{i}\n" for i in (1, 1, 2, 2)))
-    import socket
-
     host = socket.gethostname()
-    with open(RANKFILE, "w") as handle:  # this host must be a compute host for both
-        handle.write(f"batch1\nother\nother\n{host}\n{host}\n")
+    with tempfile.TemporaryDirectory(prefix="cluster-topology-bench-") as tmp:
+        rankfile = os.path.join(tmp, "rankfile")
+        with open(rankfile, "w") as handle:  # this host must be a compute host for both
+            handle.write(f"batch1\nother\nother\n{host}\n{host}\n")
+        run(cases(rankfile), args.number, args.repeat)
+
+
+def run(table: dict[str, tuple[dict[str, str], str]], number: int, repeat: int) -> None:
     live = probes.system()
     print(
         f"{'source':<13} {'resolver min':>13} {'median':>9} {'lightning min':>14} {'median':>9} {'ratio (median)':>15}"
     )
-    for source, (environ, cls_name) in CASES.items():
-        r_min, r_med = measure(
-            lambda e=environ, s=source: resolver.resolve(e, live, source=s), args.number, args.repeat
-        )
+    for source, (environ, cls_name) in table.items():
+        r_min, r_med = measure(lambda e=environ, s=source: resolver.resolve(e, live, source=s), number, repeat)
         reader = lightning_reader(cls_name)
         if reader is None:
             print(f"{source:<13} {r_min * 1e6:11.1f}us {r_med * 1e6:7.1f}us   (lightning not installed)")
@@ -105,7 +109,7 @@ def main() -> None:
         os.environ.update({"PATH": before.get("PATH", ""), **environ})
         try:
             reader()  # first call imports what it needs
-            l_min, l_med = measure(reader, args.number, args.repeat)
+            l_min, l_med = measure(reader, number, repeat)
         finally:
             os.environ.clear()
             os.environ.update(before)
@@ -113,7 +117,6 @@ def main() -> None:
             f"{source:<13} {r_min * 1e6:11.1f}us {r_med * 1e6:7.1f}us {l_min * 1e6:12.1f}us {l_med * 1e6:7.1f}us "
             f"{l_med / r_med:14.2f}x"
         )
-    os.unlink(RANKFILE)
 
 
 if __name__ == "__main__":

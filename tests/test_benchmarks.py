@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import RUNS
+from tests.conftest import require_tool
 
 
 @pytest.mark.parametrize("module", [module for _, (module, *_) in RUNS])
@@ -73,12 +74,11 @@ def test_the_exec_exchange_benchmark_gives_every_rank_its_place_both_ways(capsys
     assert connections["allgather"] == 23 and 3 <= connections["census"] < 23, out
 
 
+@pytest.mark.mpi
 def test_the_mpi_benchmark_runs_under_mpirun() -> None:
     """A small run of bench_mpi under a real mpirun: its rank mode checks what resolve says of the comm
     before timing (an `Origin`, not text: it once called `.startswith` on it and every run died), and
     the table has every case at 2 ranks."""
-    from tests.conftest import require_tool
-
     require_tool("mpirun")
     pytest.importorskip("mpi4py")
     root = Path(__file__).resolve().parents[1]
