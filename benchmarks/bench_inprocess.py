@@ -35,14 +35,6 @@ LSF = {  # LSB_DJOB_RANKFILE: a file of this run's own (`cases`), so that two ru
     "JSM_NAMESPACE_RANK": "3",
     "JSM_NAMESPACE_LOCAL_SIZE": "2",
 }
-OPENMPI = {
-    "OMPI_COMM_WORLD_SIZE": "4",
-    "OMPI_COMM_WORLD_RANK": "3",
-    "OMPI_COMM_WORLD_LOCAL_RANK": "3",
-    "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
-    "MASTER_ADDR": "10.0.0.1",
-    "MASTER_PORT": "29500",
-}
 
 
 def cases(rankfile: str) -> dict[str, tuple[dict[str, str], str]]:
