@@ -12,6 +12,8 @@ import pytest
 from benchmarks.__main__ import RUNS
 from tests.conftest import require_tool
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 @pytest.mark.parametrize("module", [module for _, (module, *_) in RUNS])
 def test_each_benchmark_imports_as_the_runner_starts_it(module: str) -> None:
@@ -23,7 +25,7 @@ def test_each_benchmark_imports_as_the_runner_starts_it(module: str) -> None:
 @pytest.mark.parametrize("module", [module for _, (module, *_) in RUNS])
 def test_each_benchmark_imports_as_a_script(module: str) -> None:
     """`python benchmarks/NAME.py` from anywhere: what its module imports is found (its `main` is not run)."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{module}.py"
+    script = ROOT / "benchmarks" / f"{module}.py"
     run = f"import runpy; runpy.run_path({str(script)!r}, run_name='imported')"
     done = subprocess.run([sys.executable, "-c", run], cwd="/", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -81,16 +83,8 @@ def test_the_mpi_benchmark_runs_under_mpirun() -> None:
     the table has every case at 2 ranks."""
     require_tool("mpirun")
     pytest.importorskip("mpi4py")
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_mpi", "--ranks", "2", "--repeats", "3"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    cases = {line.split()[1] for line in done.stdout.splitlines() if line.split()[:1] == ["2"]}
+    out = run_benchmark("bench_mpi", ["--ranks", "2", "--repeats", "3"])
+    cases = {line.split()[1] for line in out.splitlines() if line.split()[:1] == ["2"]}
     assert cases == {"allgather", "allgather+cpu", "resolve(env)", "resolve(env)+hosts", "resolve", "resolve+hosts"}
 
 
@@ -109,11 +103,16 @@ def test_the_mpi_benchmark_runs_under_mpirun() -> None:
 def test_the_small_benchmarks_run_and_print_every_row(module: str, argv: list[str], rows: list[str]) -> None:
     """A short run of each benchmark no other test runs: exit 0 and a row for every case, with or without
     lightning installed."""
-    root = Path(__file__).resolve().parents[1]
+    out = run_benchmark(module, argv)
+    starts = [line.strip() for line in out.splitlines()]
+    for row in rows:
+        assert any(line.startswith(row) for line in starts), out
+
+
+def run_benchmark(module: str, argv: list[str]) -> str:
+    """`python -m benchmarks.MODULE ARGV` from the repository's root, to success: its output."""
     done = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", *argv], cwd=root, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", f"benchmarks.{module}", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    starts = [line.strip() for line in done.stdout.splitlines()]
-    for row in rows:
-        assert any(line.startswith(row) for line in starts), done.stdout
+    return done.stdout
