@@ -67,7 +67,7 @@ from probes.exchange import (
     _line,
     _Lines,
     _parse,
-    _time_limits,
+    _time_limit,
     join,
 )
 from probes.limits import raise_open_files
@@ -347,7 +347,7 @@ def _elect(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
     except OSError:
         raise _Direct from None
     with sock:
-        _time_limits(sock, TAKE_WAIT)
+        _time_limit(sock, socket.SO_SNDTIMEO, TAKE_WAIT)  # connect and a follower's sendall obey it
         for pause in _BIND_PAUSES:
             try:
                 sock.connect(name)
@@ -512,7 +512,7 @@ class _Leader:
             wait = min(until, last + LEAD_QUIET) - time.monotonic()
             if wait <= 0:
                 break
-            _time_limits(self.listener, wait)  # accept obeys SO_RCVTIMEO
+            _time_limit(self.listener, socket.SO_RCVTIMEO, wait)  # accept obeys it
             try:
                 sock, _ = self.listener.accept()
             except OSError:  # the wait ran out (EAGAIN)
@@ -548,6 +548,7 @@ class _Leader:
             return message
         if isinstance(message, dict):  # one of ours that this leader cannot carry: a reply without an answer
             with contextlib.suppress(OSError):
+                _time_limit(sock, socket.SO_SNDTIMEO, 5.0)
                 sock.sendall(_line({"protocol": PROTOCOL, "leader": self.me}))
         sock.close()
         return None
@@ -562,7 +563,7 @@ class _Leader:
         for sock, message, rest in self.followers:
             said = reply(message, rest)
             with contextlib.suppress(OSError):
-                _time_limits(sock, 5.0)
+                _time_limit(sock, socket.SO_SNDTIMEO, 5.0)
                 sock.sendall(said if isinstance(said, bytes) else _line(said))
             sock.close()
 
