@@ -767,7 +767,11 @@ class _Meeting:
     rank: int | None
     size: int | None
     job: str | None
-    origins: Mapping[str, tuple[str | None, str | None]]
+    provenance: Mapping[str, Origin]  # where the values came from: read only to name a problem's variable
+
+    def origin(self, field: str) -> tuple[str | None, str | None]:
+        """Where `field`'s value came from, as (words, variable), as `origin_of` says it."""
+        return _said(self.provenance.get(field))
 
 
 def check(
@@ -901,7 +905,7 @@ def _live() -> Probes:
 
 def _waiting(meeting: _Meeting, why: str, waited: float, timeout: float) -> None:
     """The progress line of a process whose main address does not resolve yet."""
-    words, _ = meeting.origins.get("main_address", (None, None))
+    words, _ = meeting.origin("main_address")
     log.info(
         "check: %s (main_address from %s) does not resolve yet (%s); waited %.0f s of %.0f",
         meeting.address,
@@ -915,21 +919,20 @@ def _waiting(meeting: _Meeting, why: str, waited: float, timeout: float) -> None
 def _meeting(environ: Mapping[str, str], topology: Topology | None, error: TopologyError | None) -> _Meeting:
     """Where and as whom this process meets the others; re-raises `error` when it cannot even tell where."""
     if topology is not None:
-        origins = {f: origin_of(topology, f) for f in ("main_address", "main_port", "global_rank", "job_id")}
         if topology.main_address is None or topology.main_port is None:
             if topology.world_size > 1:
                 raise TopologyError(
                     f"the {topology.source} topology has no main address and port, so its processes have "
                     f"nowhere to meet: {topology}"
                 )
-            return _Meeting("127.0.0.1", 0, 0, 1, job_key(topology.job_id), origins)
+            return _Meeting("127.0.0.1", 0, 0, 1, job_key(topology.job_id), topology.provenance)
         return _Meeting(
             topology.main_address,
             topology.main_port,
             topology.global_rank,
             topology.world_size,
             job_key(topology.job_id),
-            origins,
+            topology.provenance,
         )
     if error is None:
         raise TypeError("_meeting needs a topology or the error that stood in its way")
@@ -938,12 +941,12 @@ def _meeting(environ: Mapping[str, str], topology: Topology | None, error: Topol
         port = env.port(environ, "MASTER_PORT")
     except TopologyError:
         raise error from None
-    origins = {"main_address": _said(Origin.env("MASTER_ADDR")), "main_port": _said(Origin.env("MASTER_PORT"))}
-    return _Meeting(address, port, _rank_claim(environ), _size_claim(environ), None, origins)
+    said = {"main_address": Origin.env("MASTER_ADDR"), "main_port": Origin.env("MASTER_PORT")}
+    return _Meeting(address, port, _rank_claim(environ), _size_claim(environ), None, said)
 
 
 def _problem_at_endpoint(meeting: _Meeting, host: str, kind: str, field: str, message: str) -> Verdict:
-    words, variable = meeting.origins.get(field, (None, None))
+    words, variable = meeting.origin(field)
     ranks = () if meeting.rank is None else (meeting.rank,)
     return Verdict(
         world_size=meeting.size,
