@@ -13,6 +13,7 @@ against count and first. Nothing is asserted: the numbers are for reading.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import sys
@@ -161,7 +162,7 @@ def main() -> None:
 def lightning_first() -> None:
     """Lightning's own nodelist resolver (SLURMEnvironment.resolve_root_node_address) vs `first`."""
     try:
-        from lightning.fabric.plugins.environments import SLURMEnvironment
+        from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
     except ImportError:
         print("lightning is not importable: its nodelist column is skipped (pip install lightning)")
         return
@@ -169,8 +170,8 @@ def lightning_first() -> None:
     print(f"{'shape':7} {'N':>8} | {'ours min':>10} {'lightning min':>13} | {'ratio':>7} | ours / Lightning's answer")
     for size in SIZES:
         for shape, text in shapes(size).items():
-            our_min, _ = measure(lambda t=text: first(t))
-            their_min, _ = measure(lambda t=text: SLURMEnvironment.resolve_root_node_address(t))
+            our_min, _ = measure(functools.partial(first, text))
+            their_min, _ = measure(functools.partial(SLURMEnvironment.resolve_root_node_address, text))
             answers = f"{first(text)} / {SLURMEnvironment.resolve_root_node_address(text)}"
             print(
                 f"{shape:7} {size:>8} | {seconds(our_min)} {seconds(their_min):>13} | {their_min / our_min:6.1f}x | "

@@ -12,6 +12,7 @@ Prints min and median per call over repeats, and the ratio Lightning / resolver.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
 import statistics
@@ -91,7 +92,7 @@ def run(table: dict[str, tuple[dict[str, str], str]], number: int, repeat: int) 
         f"{'source':<13} {'resolver min':>13} {'median':>9} {'lightning min':>14} {'median':>9} {'ratio (median)':>15}"
     )
     for source, (environ, cls_name) in table.items():
-        r_min, r_med = measure(lambda e=environ, s=source: resolver.resolve(e, live, source=s), number, repeat)
+        r_min, r_med = measure(functools.partial(resolver.resolve, environ, live, source=source), number, repeat)
         reader = lightning_reader(cls_name)
         if reader is None:
             print(f"{source:<13} {r_min * 1e6:11.1f}us {r_med * 1e6:7.1f}us   (lightning not installed)")
