@@ -11,8 +11,9 @@ failure to meet rank 0, to every follower. The wire (one JSON object per line, a
 
     process -> leader   the record it would send rank 0, with a random "id", in two lines (`split`):
                         {"protocol", its own fields (meet's `personal`), "here"?}, then the rest
-    leader -> process   once, at the end: {"protocol", "leader": {...}, "answer": ...}
-                        or {"protocol", "leader": {...}, "failed": {"kind", "message"}}
+    leader -> process   once, at the end: {"protocol", "leader": {...}, "answer": ..., "about"?: {...}}
+                        or {"protocol", "leader": {...}, "failed": {"kind", "message"}, "about"?: {...}}
+                        ("about": meet's `tell` of what join's `about` said once the leader connected)
     leader -> rank 0    {"protocol", "round", "job", "wait", "host", "leader": {...},
                          "shared": {fields alike in every record, one level down in "topology" too},
                          "records": [{what differs}, ...]}
@@ -98,11 +99,11 @@ _HERE = "here"  # a process's hint to its leader: how many of the host's process
 _Joiner = Callable[..., Any]  # probes.exchange.join's signature
 
 
-def channel_name(round_: str, job: str | None, address: str, port: int, host: str) -> bytes:
+def channel_name(round_: str, job: str | None, address: str, port: int, host: str, *, key: str = "") -> bytes:
     """The abstract Unix socket name of a host's leader for one exchange: the same for every process of
-    the job on that host, another for another round, job, endpoint or host."""
-    key = json.dumps([job, address, port, host]).encode()
-    return f"\0cluster-topology/{round_}/{hashlib.sha256(key).hexdigest()[:24]}".encode()
+    the job on that host, another for another round, job, endpoint, host or `key` (meet's)."""
+    said = json.dumps([job, address, port, host, key]).encode()
+    return f"\0cluster-topology/{round_}/{hashlib.sha256(said).hexdigest()[:24]}".encode()
 
 
 # -- compact batches ---------------------------------------------------------------------------------------
@@ -205,6 +206,9 @@ def meet(
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None,
     local: int | None = None,
     personal: Collection[str] = (),
+    key: str = "",
+    tell: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    heard: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Any:
     """Meet rank 0 at `address:port` through this host's leader, as the leader, or directly when no
     host-local channel can be made; return rank 0's answer or raise `ExchangeFailed`, as `join` does.
@@ -212,10 +216,13 @@ def meet(
     `message` is this process's record (it gains an `id` when it has none); `host` names the channel.
     `processes` is how many processes the job has, `nodes` how many hosts (a leader's retries are paced
     for that many connections); `joiner` meets rank 0 (`join`; tests pass a wrapper). `about` and
-    `on_wait` go to `join`; `about(None)` also gives the fields this process sends its leader beside its
-    record (a follower has no connection of its own to rank 0), and a leader's `about(connected)` is
-    its own record's, sent beside the batch. `about` returns a new mapping at every call (this one is
-    kept and sent as it is).
+    `on_wait` go to `join`, so only a process that connects to rank 0 asks `about(connected)`: a leader,
+    whose answer describes its host (sent beside the batch, rank 0 gives it to every record of the
+    batch), or a process meeting rank 0 directly. A follower asks nothing: its leader relays
+    `tell(what its about said)` with the answer (nothing without `tell`), and the follower hands that to
+    `heard`. `key` names what the processes that share a leader must also share for its answer to be
+    theirs (the check: the environment variables its facts read); a process with another key meets
+    another leader on the same host.
 
     `relay(answer, record)`, when given, is what a process whose `record` rank 0's `answer` covered
     gets: a leader relays each follower its own part (rank 0 may answer a batch with something for
@@ -234,8 +241,6 @@ def meet(
     mine = dict(message)
     if "id" not in mine:
         mine["id"] = f"{random.getrandbits(64):016x}"  # tells records apart, guards nothing
-    if about is not None:  # kept as it is: `about` gives a new mapping at every call
-        mine.update(about(None))
     if local is not None:  # the leader's hint, sent to it beside the record (not on to rank 0)
         mine[_HERE] = local
     talk = {
@@ -248,11 +253,12 @@ def meet(
         "about": about,
         "on_wait": on_wait,
     }
-    rank0 = _Rank0(address, port, talk, joiner, nodes, frozenset({*personal, "id", "lost_leader"}), relay)
+    personal = frozenset({*personal, "id", "lost_leader"})
+    rank0 = _Rank0(address, port, talk, joiner, nodes, personal, relay, tell, heard)
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(_strip(mine), leader=False, own=mine)
     try:
-        return _meet(channel_name(round_, job, address, port, host), mine, rank0)
+        return _meet(channel_name(round_, job, address, port, host, key=key), mine, rank0)
     except ExchangeFailed as exc:
         lost = mine.get("lost_leader")
         if lost is None:
@@ -283,7 +289,7 @@ def _meet(name: bytes, mine: dict[str, Any], rank0: _Rank0) -> Any:
 @attrs.frozen
 class _Rank0:
     """How to meet rank 0: where, with `join`'s keywords, through `joiner`; `nodes` paces a leader's retries;
-    `relay` and `personal` as `meet` has them."""
+    `relay`, `personal`, `tell` and `heard` as `meet` has them."""
 
     address: str
     port: int
@@ -292,10 +298,30 @@ class _Rank0:
     nodes: int | None
     personal: frozenset[str]
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    tell: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    heard: Callable[[Mapping[str, Any]], None] | None = None
 
-    def join(self, message: Mapping[str, Any], *, leader: bool, own: Mapping[str, Any] | None = None) -> Any:
-        """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part."""
+    def join(
+        self,
+        message: Mapping[str, Any],
+        *,
+        leader: bool,
+        own: Mapping[str, Any] | None = None,
+        said: dict[str, Any] | None = None,
+    ) -> Any:
+        """Rank 0's answer to `message`; for a process meeting it directly (`own`, its record), its part.
+        `said` gets `tell` of what `about` said on the connection that carried it (a leader relays that)."""
         talk = {**self.talk, "processes": self.nodes or self.talk["processes"]} if leader else self.talk
+        about, tell = talk["about"], self.tell
+        if said is not None and about is not None and tell is not None:
+
+            def keep(connected: Any) -> Mapping[str, Any]:  # join asks again on every new connection
+                fields: Mapping[str, Any] = about(connected)
+                said.clear()
+                said.update(tell(fields))
+                return fields
+
+            talk = {**talk, "about": keep}
         pace(talk["processes"], talk["deadline"])
         answer = self.joiner(self.address, self.port, message, **talk)
         return answer if own is None else self.part(answer, own)
@@ -406,6 +432,9 @@ def _follow(sock: socket.socket, mine: dict[str, Any], rank0: _Rank0) -> Any:
                 f"this host's leader ({_whom(_holder(sock, mine))}) went away before relaying rank 0's answer",
             )
         raise _Again(lost=_holder(sock, mine))
+    told = reply.get("about")
+    if rank0.heard is not None and isinstance(told, dict):  # what the leader's connection said of this host
+        rank0.heard(told)
     if "answer" in reply:
         return reply["answer"]
     failed = reply.get("failed")
@@ -467,23 +496,28 @@ class _Leader:
             if sock.fileno() in gone:
                 sock.close()
         self.followers = [f for f in self.followers if f[0].fileno() >= 0]
+        said: dict[str, Any] = {}  # what `about` said of this host once connected, as `tell` relays it
         try:
-            answer = rank0.join({"host": self.mine.get("host"), "leader": self.me, **self._batch()}, leader=True)
+            answer = rank0.join(
+                {"host": self.mine.get("host"), "leader": self.me, **self._batch()}, leader=True, said=said
+            )
         except ExchangeFailed as exc:
-            self._relay({"protocol": PROTOCOL, "leader": self.me, "failed": {"kind": exc.kind, "message": exc.message}})
+            failed = {"kind": exc.kind, "message": exc.message}
+            self._relay({"protocol": PROTOCOL, "leader": self.me, "failed": failed, **_told(said)})
             raise
         except BaseException:  # a follower sees the end before an answer: it meets rank 0 again
             for sock, _, _ in self.followers:
                 sock.close()
             raise
         if rank0.relay is None:
-            self._relay({"protocol": PROTOCOL, "leader": self.me, "answer": answer})
+            self._relay({"protocol": PROTOCOL, "leader": self.me, "answer": answer, **_told(said)})
         else:  # each follower its own part of the batch's answer, from its whole record
             self._relay_each(
                 lambda own, rest: {
                     "protocol": PROTOCOL,
                     "leader": self.me,
                     "answer": rank0.part(answer, expand(_parse(rest) or {}, _strip(own))),
+                    **_told(said),
                 }
             )
         return rank0.part(answer, self.mine)
@@ -577,6 +611,11 @@ def _hung_up(socks: Sequence[socket.socket]) -> set[int]:
     for sock in socks:
         poller.register(sock, select.POLLIN | select.POLLRDHUP)
     return {fd for fd, _ in poller.poll(0)}
+
+
+def _told(said: Mapping[str, Any]) -> dict[str, Any]:
+    """A leader's reply's `about`: what `tell` gives of what its connection said of the host, if anything."""
+    return {"about": dict(said)} if said else {}
 
 
 def _strip(message: Mapping[str, Any]) -> dict[str, Any]:

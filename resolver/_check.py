@@ -56,7 +56,7 @@ from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, Exchange
 from probes.hostlocal import expand, listen_queue, meet, meeting_here  # noqa: E402
 from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
-from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
+from resolver._network import facts, facts_key, judge  # noqa: E402 - it imports probes.network, as above
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -202,12 +202,11 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
         return [(_id(message), member(message))]
     shared = message.get("shared")
     shared = shared if isinstance(shared, dict) else {}
-    # what join added beside the batch once connected (`about`: the leader's network facts) is the
-    # leader's own, and the leader's record comes first
+    # what join added beside the batch once connected (`about`: the leader's network facts) is its host's:
+    # every record of the batch has it (a follower gathers none; probes/hostlocal.py `meet`'s `key`)
     beside = {k: v for k, v in message.items() if k not in _BATCH}
-    records = (
-        [{**records[0], **beside}, *records[1:]] if beside and records and isinstance(records[0], dict) else records
-    )
+    if beside:
+        shared = {**shared, **beside}
     inner = shared.get("topology")
     inner = inner if isinstance(inner, dict) else None
     base = None if bases is None or inner is None else bases.like(inner)
@@ -806,10 +805,10 @@ def check(
     own: dict[str, Any] = {}  # this process's network facts, once gathered
 
     def net(connected: Connected | None = None) -> dict[str, Any]:
-        if connected is None:  # the probes say the way (in the launcher's store, or to a host leader)
+        if connected is None:  # the probes say the way (meeting in the launcher's store)
             found = facts(environ, meeting.address, asked, ifname=ifname)
             own.update(found)
-            return found  # new at every call, as meet's `about` must be
+            return found
         found = facts(
             environ,
             meeting.address,
@@ -873,6 +872,9 @@ def check(
             strict_job=False,
             processes=meeting.size,
             about=lambda connected: {"net": net(connected)},
+            tell=_interface,
+            heard=own.update,
+            key=facts_key(environ, ifname=ifname),
             on_wait=lambda why, waited: _waiting(meeting, why, waited, timeout),
             nodes=None if topology is None else topology.num_nodes,
             local=None
@@ -886,6 +888,13 @@ def check(
     except (KeyError, TypeError, ValueError) as exc:
         failure = ExchangeFailed("foreign", f"rank 0 answered a verdict this process cannot read ({exc})")
         return report(_failed_meeting(meeting, host, failure, timeout, time.monotonic() - start))
+
+
+def _interface(said: Mapping[str, Any]) -> dict[str, Any]:
+    """What a host leader hands its followers of the network facts it found (`meet`'s `tell`): the interface
+    toward rank 0, each follower's report's too (they share the host's network namespace and `facts_key`)."""
+    net = said.get("net")
+    return {"interface": net.get("interface")} if isinstance(net, dict) else {}
 
 
 def _connections(topology: Topology | None, meeting: _Meeting) -> int:

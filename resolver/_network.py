@@ -38,6 +38,7 @@ The rules, and where the facts behind them come from:
 from __future__ import annotations
 
 import ipaddress
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -62,6 +63,7 @@ __all__ = [
     "PROXY_VARIABLES",
     "covered",
     "facts",
+    "facts_key",
     "ifname_exports",
     "is_loopback",
     "judge",
@@ -254,8 +256,9 @@ def facts(
     when this process connected; else they are asked of the probes (`lookup`, `route`): rank 0, and
     a process meeting through a launcher's store. `waited`: seconds the name took to resolve.
     `ifname`: `exec --ifname` will set the interface variables the user left unset.
-    Nothing in it differs between two processes of a host that asked the same probes, so a host
-    leader's batch carries it once (probes/hostlocal.py `compact`).
+    Nothing in it differs between two processes of a host that ask the same probes with the same
+    `facts_key`, so only a host's leader gathers them (probes/hostlocal.py): one set of name lookups
+    per host, not per process.
     """
     table, table_error = _ask(probes.interfaces)
     table = {str(k): tuple(v) for k, v in (table or {}).items()}
@@ -304,6 +307,14 @@ def facts(
         "ifnames": ifnames,
         "proxy": None if proxied is None else {"variable": proxied[0], "value": proxied[1]},
     }
+
+
+def facts_key(environ: Mapping[str, str], *, ifname: bool = False) -> str:
+    """What `facts` reads of a process beside its host: the interface and proxy variables it has and
+    `ifname`. The processes of a host that share it (and a network namespace: a host leader's channel
+    is one of its abstract sockets) have the same facts; one with another meets another leader."""
+    names = (*IFNAME_VARIABLES, *PROXY_VARIABLES, *NO_PROXY_VARIABLES)
+    return json.dumps([ifname, [(name, environ[name]) for name in names if name in environ]])
 
 
 # -- the verdict's network rules, pure ----------------------------------------------------------------

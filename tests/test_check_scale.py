@@ -17,7 +17,7 @@ from probes import hostlocal
 from probes.exchange import RECORD_LIMIT, ExchangeFailed
 from probes.hostlocal import compact
 from probes.limits import OpenFiles, listen_overflows, open_files, raise_open_files
-from resolver import _check
+from resolver import _check, _network
 from resolver._check import Bases, _failed_meeting, _Meeting, members_of, record
 from resolver.testing import slurm_env
 from tests.test_check import meet, world
@@ -29,6 +29,33 @@ def test_a_job_on_hosts_of_four_meets_through_host_leaders() -> None:
     assert all(r.ok for r in reports), [r.problems for r in reports]
     assert reports[0].summary.startswith("12 processes on 3 nodes agree")
     assert sorted(r for node in reports[0].nodes or () for r in node.ranks) == list(range(12))
+
+
+def test_only_host_leaders_gather_network_facts_and_their_followers_report_the_interface(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job, envs = world(12, hosts=("h1", "h2", "h3"))
+    gathered: list[str] = []  # the host of each process that gathered facts (rank 0: "rank 0")
+    led: list[str] = []
+    gather, lead = _network.facts, hostlocal._Leader.lead
+
+    def counted(environ: Mapping[str, str], *args: object, **kwargs: object) -> dict[str, object]:
+        gathered.append("rank 0" if environ["RANK"] == "0" else f"h{int(environ['GROUP_RANK']) + 1}")
+        return gather(environ, *args, **kwargs)  # type: ignore[arg-type]
+
+    def leading(self: hostlocal._Leader, rank0: object) -> object:
+        led.append(str(self.mine["host"]))
+        return lead(self, rank0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_check, "facts", counted)
+    monkeypatch.setattr(hostlocal._Leader, "lead", leading)
+    reports = meet(job, envs)
+    assert all(r.ok for r in reports), [r.problems for r in reports]
+    assert sorted(gathered) == sorted(["rank 0", *led])  # a follower gathers nothing: 4 processes, 1 lookup
+    assert {"h2", "h3"} <= set(led) and len(led) < 11
+    # every process's report names the interface its host reached rank 0 through (loopback here), a
+    # follower's as its leader found it (rank 0's is the one holding the address the others reached: none)
+    assert [r.interface for r in reports[1:]] == ["lo"] * 11
 
 
 def test_a_batch_reads_back_as_its_records() -> None:
@@ -210,13 +237,15 @@ def test_a_process_that_gave_up_at_once_says_so() -> None:
     assert "within 15 s" in late.message
 
 
-def test_the_leaders_own_facts_from_its_connection_stay_its_own() -> None:
+def test_the_facts_a_leader_found_connecting_are_every_record_of_its_batch() -> None:
+    """Followers gather no network facts: the leader's, sent beside the batch, are their host's."""
     job, envs = world(8, hosts=("h1", "h2"))
     topologies = [resolver.resolve(e, p.probes()) for e, p in zip(envs, job, strict=True)]
-    mine = [{**record(t, "h2"), "net": {"local": None}} for t in topologies[4:]]
+    mine = [record(t, "h2") for t in topologies[4:]]
     batch = {"host": "h2", "leader": {"id": mine[0]["id"]}, **compact(mine), "net": {"local": "10.0.0.2"}}
     got = members_of(json.loads(json.dumps(batch)))
-    assert [m.net for _, m in got] == [{"local": "10.0.0.2"}] + [{"local": None}] * 3
+    assert [m.net for _, m in got] == [{"local": "10.0.0.2"}] * 4
+    assert [m.rank for _, m in got] == [4, 5, 6, 7]
 
 
 def test_a_batch_record_whose_integers_break_the_record_is_its_senders_error() -> None:

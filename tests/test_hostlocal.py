@@ -39,7 +39,10 @@ class Rank0:
         self.fail = fail
         self.lock = threading.Lock()
 
-    def __call__(self, address: str, port: int, message: Mapping[str, Any], **_: Any) -> Any:
+    def __call__(self, address: str, port: int, message: Mapping[str, Any], **talk: Any) -> Any:
+        about = talk.get("about")
+        if about is not None:  # as join does once connected: what about says goes beside the message
+            message = {**message, **about("the connection")}
         with self.lock:
             self.messages.append(json.loads(json.dumps(message)))
         if self.fail is not None:
@@ -303,8 +306,10 @@ def test_channel_names_differ_by_round_job_endpoint_and_host() -> None:
         channel_name("check", "j", "a", 2, "h"),
         channel_name("check", "j", "a", 1, "g"),
         channel_name("check", None, "a", 1, "h"),
+        channel_name("check", "j", "a", 1, "h", key="[false, []]"),
     }
-    assert len(names) == 7
+    assert len(names) == 8
+    assert channel_name("check", "j", "a", 1, "h") == channel_name("check", "j", "a", 1, "h", key="")
     assert all(n.startswith(b"\0") for n in names)
 
 
@@ -368,13 +373,14 @@ def test_a_process_that_differs_beyond_its_own_fields_is_sent_whole_and_nothing_
     assert sorted(rank0.records(), key=lambda r: r["rank"]) == recs
 
 
-def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -> None:
+def test_only_a_hosts_leader_asks_about_it_and_every_follower_hears_what_it_said() -> None:
     rank0, out = Rank0(), list[Any]()
     asked: list[Any] = []
+    heard: list[Mapping[str, Any]] = []
 
     def about(connected: Any) -> Mapping[str, Any]:
         asked.append(connected)
-        return {"net": {"interface": "eth0", "seen": "probes" if connected is None else "connection"}}
+        return {"net": {"interface": "eth0"}}
 
     def run(r: int) -> None:
         rec = record(r, r)
@@ -390,6 +396,9 @@ def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -
                 deadline=time.monotonic() + 10,
                 joiner=rank0,
                 about=about,
+                tell=lambda said: {"interface": said["net"]["interface"]},
+                heard=heard.append,
+                local=3,
             )
         )
 
@@ -399,10 +408,44 @@ def test_network_facts_travel_with_every_record_and_once_per_host_when_alike() -
     for t in threads:
         t.join(20)
     assert out == ["ok"] * 3
-    assert all(c is None for c in asked)  # Rank0 stands in for join: it never calls about itself
-    assert all(r["net"] == {"interface": "eth0", "seen": "probes"} for r in rank0.records())
-    for batch in rank0.messages:
-        assert "net" in batch["shared"] and all("net" not in r for r in batch["records"])
+    assert asked == ["the connection"]  # the leader's connection, once: no follower gathers facts
+    assert heard == [{"interface": "eth0"}] * 2  # each follower, what `tell` gives, from its leader's reply
+    (batch,) = rank0.messages
+    assert batch["net"] == {"interface": "eth0"}  # beside the batch, once
+    assert all("net" not in r for r in batch["records"]) and "net" not in batch["shared"]
+
+
+def test_processes_of_a_host_with_another_key_meet_another_leader() -> None:
+    rank0, out = Rank0(), list[Any]()
+    heard: list[tuple[str, Mapping[str, Any]]] = []
+
+    def run(r: int, key: str) -> None:
+        out.append(
+            meet(
+                "127.0.0.1",
+                1,
+                record(r, r),
+                round_=ROUND,
+                job="j",
+                host="h1",
+                deadline=time.monotonic() + 10,
+                joiner=rank0,
+                about=lambda _: {"net": {"key": key}},
+                tell=dict,
+                heard=lambda said: heard.append((key, said)),
+                key=key,
+                local=2,
+            )
+        )
+
+    threads = [threading.Thread(target=run, args=(r, "ab"[r % 2])) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert out == ["ok"] * 4
+    assert sorted(m["net"]["key"] for m in rank0.messages) == ["a", "b"]  # a leader for each key
+    assert sorted(heard, key=str) == [("a", {"net": {"key": "a"}}), ("b", {"net": {"key": "b"}})]
 
 
 def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:
