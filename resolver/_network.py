@@ -1,12 +1,14 @@
 """The network training will use: what each process finds out before the check, and what rank 0 judges.
 
-Every process of a check gathers its host's network facts (`facts`, through the probes, so dict
-fixtures and fake probes can play any host): the addresses the main address resolves to here and
-how long that took, the interface and local address its connection to rank 0 left from, what its
-own host name resolves to, what `GLOO_SOCKET_IFNAME` and `NCCL_SOCKET_IFNAME` select among its
-interfaces, and which proxy gRPC would take to the main address. They travel as the record's
-``net`` (JSON, a few hundred bytes). Rank 0 judges all of them at once (`judge`, pure): problems
-that will hang the job, and warnings that may.
+One process per host gathers the host's network facts for a check (`facts`, through the probes, so
+dict fixtures and fake probes can play any host): the host leader, once connected to rank 0, for the
+processes that share its `facts_key`; rank 0 and any process meeting rank 0 directly or in the
+launcher's store gather their own. The facts: the addresses the main address resolves to here and
+how long that took, the interface and local address the connection to rank 0 left from, what the
+host name resolves to, what `GLOO_SOCKET_IFNAME` and `NCCL_SOCKET_IFNAME` select among the
+interfaces, and which proxy gRPC would take to the main address. They travel as a record's ``net``
+(JSON, a few hundred bytes), once per batch. Rank 0 judges all of them at once (`judge`, pure):
+problems that will hang the job, and warnings that may.
 
 The rules, and where the facts behind them come from:
 
