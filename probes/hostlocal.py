@@ -99,11 +99,11 @@ _HERE = "here"  # a process's hint to its leader: how many of the host's process
 _Joiner = Callable[..., Any]  # probes.exchange.join's signature
 
 
-def channel_name(round_: str, job: str | None, address: str, port: int, host: str, *, key: str = "") -> bytes:
+def channel_name(round_: str, job: str | None, address: str, port: int, host: str) -> bytes:
     """The abstract Unix socket name of a host's leader for one exchange: the same for every process of
-    the job on that host, another for another round, job, endpoint, host or `key` (meet's)."""
-    said = json.dumps([job, address, port, host, key]).encode()
-    return f"\0cluster-topology/{round_}/{hashlib.sha256(said).hexdigest()[:24]}".encode()
+    the job on that host, another for another round, job, endpoint or host."""
+    key = json.dumps([job, address, port, host]).encode()
+    return f"\0cluster-topology/{round_}/{hashlib.sha256(key).hexdigest()[:24]}".encode()
 
 
 # -- compact batches ---------------------------------------------------------------------------------------
@@ -206,7 +206,6 @@ def meet(
     relay: Callable[[Any, Mapping[str, Any]], Any] | None = None,
     local: int | None = None,
     personal: Collection[str] = (),
-    key: str = "",
     tell: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     heard: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Any:
@@ -220,9 +219,8 @@ def meet(
     whose answer describes its host (sent beside the batch, rank 0 gives it to every record of the
     batch), or a process meeting rank 0 directly. A follower asks nothing: its leader relays
     `tell(what its about said)` with the answer (nothing without `tell`), and the follower hands that to
-    `heard`. `key` names what the processes that share a leader must also share for its answer to be
-    theirs (the check: the environment variables its facts read); a process with another key meets
-    another leader on the same host.
+    `heard`: what the leader's connection said is its host's, and the processes of a host share one
+    leader, however their environments differ.
 
     `relay(answer, record)`, when given, is what a process whose `record` rank 0's `answer` covered
     gets: a leader relays each follower its own part (rank 0 may answer a batch with something for
@@ -258,7 +256,7 @@ def meet(
     if not sys.platform.startswith("linux"):  # abstract names are Linux's
         return rank0.join(_strip(mine), leader=False, own=mine)
     try:
-        return _meet(channel_name(round_, job, address, port, host, key=key), mine, rank0)
+        return _meet(channel_name(round_, job, address, port, host), mine, rank0)
     except ExchangeFailed as exc:
         lost = mine.get("lost_leader")
         if lost is None:

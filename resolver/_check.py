@@ -56,7 +56,7 @@ from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, Exchange
 from probes.hostlocal import expand, listen_queue, meet, meeting_here  # noqa: E402
 from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
-from resolver._network import facts, facts_key, judge  # noqa: E402 - it imports probes.network, as above
+from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -203,7 +203,7 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
     shared = message.get("shared")
     shared = shared if isinstance(shared, dict) else {}
     # what join added beside the batch once connected (`about`: the leader's network facts) is its host's:
-    # every record of the batch has it (a follower gathers none; probes/hostlocal.py `meet`'s `key`)
+    # every record of the batch has it (a follower gathers none; resolver/_network.py says what that leaves out)
     beside = {k: v for k, v in message.items() if k not in _BATCH}
     if beside:
         shared = {**shared, **beside}
@@ -874,7 +874,6 @@ def check(
             about=lambda connected: {"net": net(connected)},
             tell=_interface,
             heard=own.update,
-            key=facts_key(environ, ifname=ifname),
             on_wait=lambda why, waited: _waiting(meeting, why, waited, timeout),
             nodes=None if topology is None else topology.num_nodes,
             local=None
@@ -892,7 +891,8 @@ def check(
 
 def _interface(said: Mapping[str, Any]) -> dict[str, Any]:
     """What a host leader hands its followers of the network facts it found (`meet`'s `tell`): the interface
-    toward rank 0, each follower's report's too (they share the host's network namespace and `facts_key`)."""
+    toward rank 0, each follower's report's too (a host leader's channel is an abstract socket: its
+    followers share its network namespace, so their connections would leave by the same way)."""
     net = said.get("net")
     return {"interface": net.get("interface")} if isinstance(net, dict) else {}
 

@@ -1,14 +1,17 @@
 """The network training will use: what each process finds out before the check, and what rank 0 judges.
 
 One process per host gathers the host's network facts for a check (`facts`, through the probes, so
-dict fixtures and fake probes can play any host): the host leader, once connected to rank 0, for the
-processes that share its `facts_key`; rank 0 and any process meeting rank 0 directly or in the
-launcher's store gather their own. The facts: the addresses the main address resolves to here and
-how long that took, the interface and local address the connection to rank 0 left from, what the
-host name resolves to, what `GLOO_SOCKET_IFNAME` and `NCCL_SOCKET_IFNAME` select among the
-interfaces, and which proxy gRPC would take to the main address. They travel as a record's ``net``
-(JSON, a few hundred bytes), once per batch. Rank 0 judges all of them at once (`judge`, pure):
-problems that will hang the job, and warnings that may.
+dict fixtures and fake probes can play any host): the host leader, once connected to rank 0, for its
+batch; rank 0 and any process meeting rank 0 directly or in the launcher's store gather their own.
+The facts: the addresses the main address resolves to here and how long that took, the interface and
+local address the connection to rank 0 left from, what the host name resolves to, what
+`GLOO_SOCKET_IFNAME` and `NCCL_SOCKET_IFNAME` select among the interfaces, and which proxy gRPC
+would take to the main address. They travel as a record's ``net`` (JSON, a few hundred bytes), once
+per batch. Rank 0 judges all of them at once (`judge`, pure): problems that will hang the job, and
+warnings that may. The rules judge one set of facts per host (`_hosts`: the lowest rank's that has
+them), so the interface and proxy variables are judged as the leader of that rank's batch set them:
+processes of one host that set them differently are not told apart (nor were they when every
+process gathered its own).
 
 The rules, and where the facts behind them come from:
 
@@ -40,7 +43,6 @@ The rules, and where the facts behind them come from:
 from __future__ import annotations
 
 import ipaddress
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -65,7 +67,6 @@ __all__ = [
     "PROXY_VARIABLES",
     "covered",
     "facts",
-    "facts_key",
     "ifname_exports",
     "is_loopback",
     "judge",
@@ -258,9 +259,8 @@ def facts(
     when this process connected; else they are asked of the probes (`lookup`, `route`): rank 0, and
     a process meeting through a launcher's store. `waited`: seconds the name took to resolve.
     `ifname`: `exec --ifname` will set the interface variables the user left unset.
-    Nothing in it differs between two processes of a host that ask the same probes with the same
-    `facts_key`, so only a host's leader gathers them (probes/hostlocal.py): one set of name lookups
-    per host, not per process.
+    Only its `ifnames` and `proxy` read this process's environment; the rest is the host's, so only a
+    host's leader gathers them (probes/hostlocal.py): one set of name lookups per host, not per process.
     """
     table, table_error = _ask(probes.interfaces)
     table = {str(k): tuple(v) for k, v in (table or {}).items()}
@@ -309,14 +309,6 @@ def facts(
         "ifnames": ifnames,
         "proxy": None if proxied is None else {"variable": proxied[0], "value": proxied[1]},
     }
-
-
-def facts_key(environ: Mapping[str, str], *, ifname: bool = False) -> str:
-    """What `facts` reads of a process beside its host: the interface and proxy variables it has and
-    `ifname`. The processes of a host that share it (and a network namespace: a host leader's channel
-    is one of its abstract sockets) have the same facts; one with another meets another leader."""
-    names = (*IFNAME_VARIABLES, *PROXY_VARIABLES, *NO_PROXY_VARIABLES)
-    return json.dumps([ifname, [(name, environ[name]) for name in names if name in environ]])
 
 
 # -- the verdict's network rules, pure ----------------------------------------------------------------

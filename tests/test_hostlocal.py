@@ -306,10 +306,8 @@ def test_channel_names_differ_by_round_job_endpoint_and_host() -> None:
         channel_name("check", "j", "a", 2, "h"),
         channel_name("check", "j", "a", 1, "g"),
         channel_name("check", None, "a", 1, "h"),
-        channel_name("check", "j", "a", 1, "h", key="[false, []]"),
     }
-    assert len(names) == 8
-    assert channel_name("check", "j", "a", 1, "h") == channel_name("check", "j", "a", 1, "h", key="")
+    assert len(names) == 7
     assert all(n.startswith(b"\0") for n in names)
 
 
@@ -413,39 +411,6 @@ def test_only_a_hosts_leader_asks_about_it_and_every_follower_hears_what_it_said
     (batch,) = rank0.messages
     assert batch["net"] == {"interface": "eth0"}  # beside the batch, once
     assert all("net" not in r for r in batch["records"]) and "net" not in batch["shared"]
-
-
-def test_processes_of_a_host_with_another_key_meet_another_leader() -> None:
-    rank0, out = Rank0(), list[Any]()
-    heard: list[tuple[str, Mapping[str, Any]]] = []
-
-    def run(r: int, key: str) -> None:
-        out.append(
-            meet(
-                "127.0.0.1",
-                1,
-                record(r, r),
-                round_=ROUND,
-                job="j",
-                host="h1",
-                deadline=time.monotonic() + 10,
-                joiner=rank0,
-                about=lambda _: {"net": {"key": key}},
-                tell=dict,
-                heard=lambda said: heard.append((key, said)),
-                key=key,
-                local=2,
-            )
-        )
-
-    threads = [threading.Thread(target=run, args=(r, "ab"[r % 2])) for r in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(20)
-    assert out == ["ok"] * 4
-    assert sorted(m["net"]["key"] for m in rank0.messages) == ["a", "b"]  # a leader for each key
-    assert sorted(heard, key=str) == [("a", {"net": {"key": "a"}}), ("b", {"net": {"key": "b"}})]
 
 
 def test_a_follower_whose_leader_died_and_who_then_cannot_reach_rank_0_names_the_leader() -> None:

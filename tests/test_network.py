@@ -15,7 +15,7 @@ import pytest
 import probes
 import resolver
 from resolver._check import CheckReport, Member, member, record, verdict
-from resolver._network import covered, facts, facts_key, ifname_exports, judge, proxy, selected, toward_main
+from resolver._network import covered, facts, ifname_exports, judge, proxy, selected, toward_main
 from resolver.errors import InvalidSettings, ProbeFailed
 from resolver.testing import torchrun_job
 
@@ -148,19 +148,6 @@ def test_ifname_exports_leave_a_users_value_alone() -> None:
 
 
 # -- the facts -------------------------------------------------------------------------------------------
-
-
-def test_the_facts_key_is_what_facts_read_of_a_process_and_nothing_else() -> None:
-    base = {"RANK": "1", "NCCL_SOCKET_IFNAME": "eth0", "no_proxy": "n1"}
-    assert facts_key(base) == facts_key({**base, "RANK": "2", "LOCAL_RANK": "1"})  # the host's processes alike
-    others = [
-        {**base, "NCCL_SOCKET_IFNAME": "eth1"},
-        {**base, "GLOO_SOCKET_IFNAME": "eth0"},
-        {**base, "https_proxy": "http://proxy:3128"},
-        {**base, "no_proxy": ""},  # set and empty is not unset
-    ]
-    keys = {facts_key(base), *(facts_key(e) for e in others), facts_key(base, ifname=True)}
-    assert len(keys) == len(others) + 2
 
 
 def test_rank_0s_facts_name_the_interface_holding_the_main_address() -> None:
