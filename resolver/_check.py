@@ -415,10 +415,19 @@ def _value(m: Member, field: str) -> Any:
 
 
 def _origin(members: Sequence[Member], field: str) -> tuple[str, str | None]:
-    """The commonest origin of `field` among `members`: (words, variable)."""
+    """The commonest origin of `field` among `members`: (words, variable). Read once per provenance: the
+    records rank 0 rebuilt from one host's base share its provenance (`_evolve`), so a job whose hosts
+    agree costs one origin, not one per process (131,072 origins took rank 0 0.2 s)."""
     if field == "version":
         return "the installed cluster-topology", None
-    found = Counter(m.origin(field) for m in members)
+    said: dict[int, tuple[str | None, str | None]] = {}  # by the provenance's identity; 0: no record
+    found: Counter[tuple[str | None, str | None]] = Counter()
+    for m in members:
+        key = 0 if m.topology is None else id(m.topology.provenance)
+        origin = said.get(key)
+        if origin is None:
+            origin = said[key] = m.origin(field)
+        found[origin] += 1
     (words, variable), _ = found.most_common(1)[0]
     return (words or "the source"), variable
 
@@ -437,6 +446,26 @@ def _by_address(resolved: Sequence[Member]) -> bool:
 
 
 def _agreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any]]:
+    """The problems of the `AGREED` fields and the value each takes (the majority's). Where every process
+    says the same (a healthy job), one pass over the members finds it; else each field is judged
+    (`_disagreement`). 917,504 reads of a field took rank 0 0.36 s at 131,072 processes."""
+    said: tuple[Any, ...] | None = None
+    for m in resolved:
+        t = m.topology
+        if t is None:
+            continue
+        key = (t.world_size, t.num_nodes, t.main_address, t.main_port, job_key(t.job_id), t.source, m.version)
+        if said is None:
+            said = key
+        elif key != said:
+            return _disagreement(resolved)
+    if said is None:
+        return _disagreement(resolved)
+    return [], dict(zip(AGREED, said, strict=True))
+
+
+def _disagreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any]]:
+    """`_agreement` field by field: the values of each, the majority's first, every other value a problem."""
     problems: list[Problem] = []
     agreed: dict[str, Any] = {}
     by_address = _by_address(resolved)

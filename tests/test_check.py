@@ -12,12 +12,25 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import resolver
 from resolver import Topology
-from resolver._check import CheckReport, Member, check, member, origin_of, record, verdict
+from resolver._check import (
+    AGREED,
+    CheckReport,
+    Member,
+    _agreement,
+    _disagreement,
+    _origin,
+    check,
+    member,
+    origin_of,
+    record,
+    verdict,
+)
+from resolver.origin import Origin
 from resolver.testing import Job, jobs, slurm_job, torchrun_job
 
 
@@ -102,6 +115,50 @@ def test_any_single_corruption_is_named(job: Job, corruption: str, data: st.Data
         assert variable == odd.variable or variable is None
         if words is not None:
             assert words in odd.message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs(max_processes=8), st.sampled_from((None, *AGREED)), st.data())
+def test_agreement_in_one_pass_says_what_the_field_by_field_judgement_says(
+    job: Job, field: str | None, data: st.DataObject
+) -> None:
+    """A job whose processes agree is judged in one pass over them (`_agreement`), any other field by
+    field (`_disagreement`): both say the same of every job, one process's field changed or none."""
+    found = members(job, job.resolve())
+    if field is not None:
+        i = data.draw(st.integers(0, len(found) - 1), label="process")
+        victim = found[i]
+        if field == "version":
+            found[i] = attrs.evolve(victim, version=f"{victim.version}-other")
+        else:
+            assert victim.topology is not None
+            value = getattr(victim.topology, field)
+            if field == "world_size":
+                bad: Any = len(job) + 1
+            elif field == "num_nodes":
+                assume(value is not None and value < len(job))
+                bad = value + 1
+            elif field == "main_port":
+                bad = 1 + (value or 0) % 65000
+            else:
+                bad = f"{value}-other"
+            found[i] = attrs.evolve(victim, topology=attrs.evolve(victim.topology, **{field: bad}))
+    assert _agreement(found) == _disagreement(found)
+
+
+def test_the_commonest_origin_is_counted_per_process_however_records_share_provenance() -> None:
+    """`_origin` reads each provenance once (records rebuilt from one base share it), and still counts
+    processes: two processes with one provenance outnumber one with another, whichever came first."""
+    job = torchrun_job(nproc_per_node=3, master_addr="127.0.0.1", master_port=29500)
+    first, second, third = (member(json.loads(json.dumps(record(t, "h")))) for t in job.resolve())
+    assert first.topology is not None and second.topology is not None and third.topology is not None
+    other = {**first.topology.provenance, "main_port": Origin.env("PET_MASTER_PORT")}
+    odd = attrs.evolve(first, topology=attrs.evolve(first.topology, provenance=other))
+    shared = second.topology.provenance
+    twin = attrs.evolve(third, topology=attrs.evolve(third.topology, provenance=shared))
+    assert origin_of(second.topology, "main_port")[1] == "MASTER_PORT"
+    assert _origin([odd, second, twin], "main_port")[1] == "MASTER_PORT"
+    assert _origin([odd, second], "main_port")[1] == "PET_MASTER_PORT"  # a tie: the first one's, as before
 
 
 def test_the_message_names_rank_host_and_variable() -> None:
