@@ -454,6 +454,7 @@ def _agreement(resolved: Sequence[Member]) -> tuple[list[Problem], dict[str, Any
         t = m.topology
         if t is None:
             continue
+        # AGREED's fields in its order, as `_value` reads them (the property test compares both paths)
         key = (t.world_size, t.num_nodes, t.main_address, t.main_port, job_key(t.job_id), t.source, m.version)
         if said is None:
             said = key
