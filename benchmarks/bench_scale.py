@@ -1,7 +1,8 @@
 """The preflight's exchange at 16,384 ranks and more, in separate OS processes, beside its floor and TCPStore.
 
     python -m benchmarks.bench_scale [--processes 64] [--per-process 256] [--repeats 3] [--no-torch]
-                                     [--cases check floor tcpstore emulated limit]
+                                     [--cases check floor tcpstore emulated limit instructions]
+                                     [--instruction-ranks 128]
 
 Every case starts `--processes` worker processes (Python, each under a soft limit of 1,024 open files,
 `RLIMIT_NOFILE`, as many clusters give a job), each running `--per-process` ranks as threads with their
@@ -32,6 +33,12 @@ start-up is not counted). The cases:
   soft and hard limit are 64 open files: the seconds until every rank has its report, and whether each
   names the limit and the fix (`ulimit -n`); one report's line is printed.
 
+- `instructions` (not run unless named, it needs valgrind): one worker of `--instruction-ranks` ranks
+  (128, a world of its own) under `valgrind --tool=callgrind --separate-threads=yes`, for `check` and
+  for `floor`: the instructions each rank's thread executed, on average, for the median rank (a
+  follower) and for rank 0. The load does not move these, unlike wall time: the ratio of the averages
+  is the figure that compares two commits on a noisy machine.
+
 Cases run in rounds (check, floor, tcpstore, then again) so that a change in the machine's load hits each
 alike; the median, range and check/floor and check/TCPStore of the medians are printed. Nothing is asserted.
 """
@@ -43,12 +50,15 @@ import heapq
 import json
 import os
 import random
+import re
 import resource
 import selectors
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -382,6 +392,67 @@ def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
     }
 
 
+def instructions(case: str, ranks: int) -> list[int]:
+    """The instructions each rank's thread of one `case` worker executed (callgrind's total per thread; the
+    worker's main thread, which imports and starts them, left out), `ranks` ranks making the whole world."""
+    here = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(here) + os.pathsep + os.environ.get("PYTHONPATH", ""), "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        worker = [sys.executable, "-m", "benchmarks.bench_scale", "--worker", case, str(ranks), str(free_port())]
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--separate-threads=yes",
+                f"--callgrind-out-file={out}",
+                *worker,
+                ",".join(map(str, range(ranks))),
+                str(SOFT_LIMIT),
+            ],
+            input="go\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=here,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"the {case} worker failed under valgrind:\n{done.stderr[-2000:]}")
+        totals = []
+        for path in Path(folder).glob("callgrind.out-*"):
+            if path.name.endswith("-01"):  # valgrind's thread 1, the main thread
+                continue
+            match = re.search(r"^(?:summary|totals): (\d+)", path.read_text(), re.MULTILINE)
+            if match is not None:
+                totals.append(int(match[1]))
+        if len(totals) != ranks:
+            raise SystemExit(f"callgrind wrote {len(totals)} rank threads' totals for the {case} worker, not {ranks}")
+        return totals
+
+
+def print_instructions(ranks: int) -> None:
+    if shutil.which("valgrind") is None:
+        print("instructions: valgrind is not installed (apt-get install valgrind): skipped", flush=True)
+        return
+    print(
+        f"instructions (callgrind, one worker of {ranks} ranks in threads, hosts of {PER_HOST}; the load does "
+        "not move these)",
+        flush=True,
+    )
+    print(f"{'ranks':>7} {'case':<9} {'per rank':>10} {'median rank':>12} {'rank 0':>9}", flush=True)
+    averages = {}
+    for case in ("check", "floor"):
+        totals = instructions(case, ranks)
+        averages[case] = sum(totals) / len(totals)
+        print(
+            f"{ranks:>7} {case:<9} {averages[case] / 1e6:>8.3f} M {statistics.median(totals) / 1e6:>10.3f} M "
+            f"{max(totals) / 1e6:>7.2f} M",
+            flush=True,
+        )
+    print(f"{ranks:>7} check/floor (instructions per rank) {averages['check'] / averages['floor']:.2f}x", flush=True)
+
+
 def worker(argv: list[str]) -> int:
     case, world, port = argv[0], int(argv[1]), int(argv[2])
     ranks = [int(x) for x in argv[3].split(",")] if argv[3] else []
@@ -504,15 +575,23 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - the cases in 
     parser.add_argument("--emulate", type=int, default=131072)
     parser.add_argument("--limit-ranks", type=int, default=600)
     parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--cases", nargs="+", default=["check", "floor", "tcpstore", "emulated", "limit"])
+    parser.add_argument("--instruction-ranks", type=int, default=128)
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=["check", "floor", "tcpstore", "emulated", "limit"],
+        choices=["check", "floor", "tcpstore", "emulated", "limit", "instructions"],
+    )
     args = parser.parse_args(argv)
     world = args.processes * args.per_process
     cases = [c for c in ("check", "floor", "tcpstore") if c in args.cases]
     if args.no_torch and "tcpstore" in cases:
         cases.remove("tcpstore")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    print(f"{args.processes} worker processes x {args.per_process} ranks, hosts of {PER_HOST}, soft limit {SOFT_LIMIT}")
-    print(f"{'ranks':>7} {'case':<9} {'median s':>9} {'min s':>7} {'max s':>7} {'all ok':>7}  runs", flush=True)
+    if set(args.cases) - {"instructions"}:  # the wall-time table
+        workers = f"{args.processes} worker processes x {args.per_process} ranks"
+        print(f"{workers}, hosts of {PER_HOST}, soft limit {SOFT_LIMIT}")
+        print(f"{'ranks':>7} {'case':<9} {'median s':>9} {'min s':>7} {'max s':>7} {'all ok':>7}  runs", flush=True)
     if cases:
         parts = split(list(range(world)), args.processes)
         runs: dict[str, list[Run]] = {c: [] for c in cases}
@@ -571,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - the cases in 
             flush=True,
         )
         print(f"        the line: problem: {zero['line'] or next((r['line'] for r in zero['all'] if r['line']), None)}")
+    if "instructions" in args.cases:
+        print_instructions(args.instruction_ranks)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     return 0
 

@@ -63,6 +63,23 @@ def test_the_scale_benchmark_runs_every_case_in_separate_processes(capsys: pytes
     assert "ulimit -n 1024" in out
 
 
+def test_the_scale_benchmark_counts_each_rank_threads_instructions(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--cases instructions`: one worker of 8 ranks (one host) under callgrind for check and for floor, a row
+    each with the instructions per rank, the median rank's and rank 0's, and the ratio of the averages."""
+    require_tool("valgrind")
+    from benchmarks import bench_scale
+
+    assert bench_scale.main(["--cases", "instructions", "--instruction-ranks", "8"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.split()[:1] == ["8"]}
+    assert "median" not in out.split("instructions (")[0], out  # no wall-time table without its cases
+    for case in ("check", "floor"):
+        per_rank, median, zero = (float(rows[case][i]) for i in (2, 4, 6))
+        assert 0 < median <= per_rank <= zero, out  # rank 0 does the most, a follower the least
+    ratio = float(rows["check/floor"][-1].removesuffix("x"))
+    assert abs(ratio - float(rows["check"][2]) / float(rows["floor"][2])) < 0.01, out  # of the rounded averages
+
+
 def test_the_exec_exchange_benchmark_gives_every_rank_its_place_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
     """A small run of bench_exec_exchange: 24 ranks on 3 hosts of 8, every rank right by census and by
     allgather, and rank 0 takes fewer connections by census (a batch per host) than by allgather (23)."""
