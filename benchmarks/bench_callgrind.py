@@ -50,22 +50,37 @@ def instructions(arguments: list[str], variables: dict[str, str], workdir: str) 
     # once without valgrind first: a module edited since its last import is compiled to .pyc there,
     # not in the measured run
     subprocess.run([sys.executable, *arguments], env=environ, cwd=workdir, capture_output=True, check=False)
+    (total,) = callgrind([sys.executable, *arguments], env=environ, cwd=workdir).values()
+    return total
+
+
+def callgrind(
+    command: list[str], *, env: dict[str, str], cwd: str | Path, stdin: str = "", threads: bool = False
+) -> dict[str, int]:
+    """Run `command` once under `valgrind --tool=callgrind` and return callgrind's instruction total per
+    output: one for the whole process, or with `threads` one per thread (`--separate-threads=yes`), keyed
+    by valgrind's thread number ("01" is the main thread). SystemExit when the command fails."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
+        options = ["--separate-threads=yes"] if threads else []
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, *arguments],
-            env=environ,
-            cwd=workdir,
+            ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}", *command],
+            input=stdin,
+            env=env,
+            cwd=cwd,
             capture_output=True,
             text=True,
             check=False,
         )
         if done.returncode != 0:
-            raise SystemExit(f"{arguments} failed under valgrind:\n{done.stderr[-2000:]}")
-        match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
-        if match is None:
-            raise SystemExit(f"no instruction total in callgrind's output for {arguments}")
-        return int(match[1])
+            raise SystemExit(f"{command[1:]} failed under valgrind:\n{done.stderr[-2000:]}")
+        totals = {}
+        for path in sorted(Path(folder).glob("callgrind.out-*")) if threads else [out]:
+            match = re.search(r"^(?:summary|totals): (\d+)", path.read_text(), re.MULTILINE)
+            if match is None:
+                raise SystemExit(f"no instruction total in callgrind's output {path.name} for {command[1:]}")
+            totals[path.name.rpartition("-")[2] if threads else "all"] = int(match[1])
+        return totals
 
 
 def main() -> int:

@@ -50,7 +50,6 @@ import heapq
 import json
 import os
 import random
-import re
 import resource
 import selectors
 import shutil
@@ -58,7 +57,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -71,6 +69,7 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
 
 import probes
 import resolver
+from benchmarks.bench_callgrind import callgrind
 from benchmarks.bench_exchange import free_port
 from probes.exchange import PROTOCOL, _line
 from probes.hostlocal import compact, spread
@@ -397,38 +396,13 @@ def instructions(case: str, ranks: int) -> list[int]:
     worker's main thread, which imports and starts them, left out), `ranks` ranks making the whole world."""
     here = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(here) + os.pathsep + os.environ.get("PYTHONPATH", ""), "PYTHONHASHSEED": "0"}
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "callgrind.out"
-        worker = [sys.executable, "-m", "benchmarks.bench_scale", "--worker", case, str(ranks), str(free_port())]
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--separate-threads=yes",
-                f"--callgrind-out-file={out}",
-                *worker,
-                ",".join(map(str, range(ranks))),
-                str(SOFT_LIMIT),
-            ],
-            input="go\n",
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=here,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"the {case} worker failed under valgrind:\n{done.stderr[-2000:]}")
-        totals = []
-        for path in Path(folder).glob("callgrind.out-*"):
-            if path.name.endswith("-01"):  # valgrind's thread 1, the main thread
-                continue
-            match = re.search(r"^(?:summary|totals): (\d+)", path.read_text(), re.MULTILINE)
-            if match is not None:
-                totals.append(int(match[1]))
-        if len(totals) != ranks:
-            raise SystemExit(f"callgrind wrote {len(totals)} rank threads' totals for the {case} worker, not {ranks}")
-        return totals
+    worker = [sys.executable, "-m", "benchmarks.bench_scale", "--worker", case, str(ranks), str(free_port())]
+    command = [*worker, ",".join(map(str, range(ranks))), str(SOFT_LIMIT)]
+    per_thread = callgrind(command, env=env, cwd=here, stdin="go\n", threads=True)
+    totals = [total for thread, total in per_thread.items() if thread != "01"]  # valgrind's thread 1: the main one
+    if len(totals) != ranks:
+        raise SystemExit(f"callgrind wrote {len(totals)} rank threads' totals for the {case} worker, not {ranks}")
+    return totals
 
 
 def print_instructions(ranks: int) -> None:
