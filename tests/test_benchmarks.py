@@ -63,6 +63,7 @@ def test_the_scale_benchmark_runs_every_case_in_separate_processes(capsys: pytes
     assert "ulimit -n 1024" in out
 
 
+@pytest.mark.valgrind
 def test_the_scale_benchmark_counts_each_rank_threads_instructions(capsys: pytest.CaptureFixture[str]) -> None:
     """`--cases instructions`: one worker of 8 ranks (one host) under callgrind for check and for floor, a row
     each with the instructions per rank, the median rank's and rank 0's, and the ratio of the averages."""

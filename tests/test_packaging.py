@@ -36,8 +36,9 @@ RUN_TIMEOUT = 900  # seconds one command (a build, an install, a test run) may t
 pytestmark = [pytest.mark.build, pytest.mark.timeout(2 * RUN_TIMEOUT)]
 
 ROOT = Path(__file__).resolve().parents[1]
-# The unit tests: what the sdist's suite runs without real launchers (or building itself again).
-UNIT = "not slurm and not mpi and not torchrun and not xla and not build"
+# The unit tests: what the sdist's suite runs without real launchers (or building itself again), nor
+# valgrind (40 s a run, which the suite run from the repository covers)
+UNIT = "not slurm and not mpi and not torchrun and not xla and not build and not valgrind"
 
 
 class Dists(NamedTuple):
