@@ -37,7 +37,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ import attrs
 
 from resolver import environ as env
 from resolver._detect import require_probes, resolve
-from resolver._problem import Problem
+from resolver._problem import Problem, ranges, spans
 from resolver._version import __version__
 from resolver.errors import TopologyError
 from resolver.origin import Origin
@@ -56,7 +56,7 @@ from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, Exchange
 from probes.hostlocal import expand, listen_queue, meet, meeting_here  # noqa: E402
 from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
-from resolver._network import facts, judge  # noqa: E402 - it imports probes.network, as above
+from resolver._network import facts, judge, settings  # noqa: E402 - it imports probes.network, as above
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -108,6 +108,7 @@ class Member:
     world_size: int | None = None  # the world size its launcher's variables claim, when it cannot resolve
     lost_leader: Mapping[str, Any] | None = None  # the host leader that took its record, then went away
     pid: int | None = None  # its process id, as it said
+    settings: Mapping[str, Any] | None = None  # its interface and proxy variables (resolver._network.settings)
 
     def origin(self, field: str) -> tuple[str | None, str | None]:
         """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
@@ -121,13 +122,17 @@ def record(
     error: TopologyError | None = None,
     rank: int | None = None,
     size: int | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What one process sends rank 0: JSON-safe, under 2 KB, the job's host list left out. The record's
     provenance says where each value came from; rank 0 reads it only to name the variable of a problem.
     A process that cannot resolve sends the rank and world size its launcher's variables claim, when
     they do: rank 0 then knows how many to wait for. `id` tells two records apart (threads of one
-    process share a pid)."""
+    process share a pid). `settings`: the interface and proxy variables this process sets
+    (`resolver._network.settings`), judged per process though a host's leader gathers its facts."""
     out: dict[str, Any] = {"host": host, "version": __version__, "pid": os.getpid(), "id": _new_id()}
+    if settings:
+        out["settings"] = dict(settings)
     if topology is not None:
         out["rank"] = topology.global_rank
         out["topology"] = data = topology.to_dict()
@@ -170,6 +175,7 @@ def _member(message: Mapping[str, Any], topology: Topology | None, error: Mappin
     """The process of `message` with its record read (`topology`), or with the `error` it sent instead:
     then its rank and world size are the ones its launcher's variables claim, when they are sane."""
     net, lost, pid = message.get("net"), message.get("lost_leader"), message.get("pid")
+    settings = message.get("settings")
     rank: int | None
     size: int | None
     if topology is not None:
@@ -188,6 +194,7 @@ def _member(message: Mapping[str, Any], topology: Topology | None, error: Mappin
         lost_leader=lost if isinstance(lost, dict) else None,
         net=net if isinstance(net, dict) else None,
         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        settings=settings if isinstance(settings, dict) else None,
     )
 
 
@@ -203,7 +210,7 @@ def members_of(message: Mapping[str, Any], bases: Bases | None = None) -> list[t
     shared = message.get("shared")
     shared = shared if isinstance(shared, dict) else {}
     # what join added beside the batch once connected (`about`: the leader's network facts) is its host's:
-    # every record of the batch has it (a follower gathers none; resolver/_network.py says what that leaves out)
+    # every record of the batch has it (a follower gathers none; its own interface and proxy settings are in its record)
     beside = {k: v for k, v in message.items() if k not in _BATCH}
     if beside:
         shared = {**shared, **beside}
@@ -345,7 +352,7 @@ class Verdict:
     def to_wire(self) -> dict[str, Any]:
         return {
             "world_size": self.world_size,
-            "missing": _ranges(self.missing),
+            "missing": ranges(self.missing),
             "problems": [p.to_dict() for p in self.problems],
             "warnings": [p.to_dict() for p in self.warnings],
             "summary": self.summary,
@@ -360,21 +367,6 @@ class Verdict:
             summary=str(data.get("summary", "")),
             warnings=tuple(Problem.from_dict(p) for p in data.get("warnings", ())),
         )
-
-
-def spans(ranks: Iterable[int]) -> str:
-    """`0-2,5`: ranks as ranges."""
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _ranges(sorted(set(ranks))))
-
-
-def _ranges(ranks: Sequence[int]) -> list[list[int]]:
-    out: list[list[int]] = []
-    for r in sorted(ranks):
-        if out and out[-1][1] + 1 == r:
-            out[-1][1] = r
-        elif not out or out[-1][1] != r:
-            out.append([r, r])
-    return out
 
 
 def _hosts(members: Sequence[Member], most: int = 4) -> str:
@@ -830,7 +822,14 @@ def check(
         error = exc
     host = _host(environ, probes)
     meeting = _meeting(environ, topology, error)
-    mine = record(topology, host, error=error, rank=meeting.rank, size=meeting.size)
+    mine = record(
+        topology,
+        host,
+        error=error,
+        rank=meeting.rank,
+        size=meeting.size,
+        settings=settings(environ, meeting.address, ifname=ifname),
+    )
     asked = probes if probes is not None else _live()
     own: dict[str, Any] = {}  # this process's network facts, once gathered
 

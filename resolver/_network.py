@@ -8,10 +8,10 @@ local address the connection to rank 0 left from, what the host name resolves to
 `GLOO_SOCKET_IFNAME` and `NCCL_SOCKET_IFNAME` select among the interfaces, and which proxy gRPC
 would take to the main address. They travel as a record's ``net`` (JSON, a few hundred bytes), once
 per batch. Rank 0 judges all of them at once (`judge`, pure): problems that will hang the job, and
-warnings that may. The rules judge one set of facts per host (`_hosts`: the lowest rank's that has
-them), so the interface and proxy variables are judged as the leader of that rank's batch set them:
-processes of one host that set them differently are not told apart (nor were they when every
-process gathered its own).
+warnings that may. The host's facts are judged once per host (`_views`: the lowest rank's that has
+them); the interface and proxy variables once per host and setting, as each process set them: every
+process sends its `settings` in its record, and rank 0 applies a follower's that differ from its
+leader's to the interface names the leader found (`chosen`).
 
 The rules, and where the facts behind them come from:
 
@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from resolver._detect import require_probes
-from resolver._problem import Problem
+from resolver._problem import Problem, spans
 from resolver.errors import InvalidSettings, ProbeFailed, TopologyError
 
 require_probes()  # a user's own probes.py must not hide ours (resolver/_shadow.py)
@@ -259,8 +259,9 @@ def facts(
     when this process connected; else they are asked of the probes (`lookup`, `route`): rank 0, and
     a process meeting through a launcher's store. `waited`: seconds the name took to resolve.
     `ifname`: `exec --ifname` will set the interface variables the user left unset.
-    Only its `ifnames` and `proxy` read this process's environment; the rest is the host's, so only a
-    host's leader gathers them (probes/hostlocal.py): one set of name lookups per host, not per process.
+    Only its `settings`, `ifnames` and `proxy` read this process's environment; the rest is the host's, so
+    only a host's leader gathers them (probes/hostlocal.py): one set of name lookups per host, not per
+    process. Its followers' own settings travel in their records.
     """
     table, table_error = _ask(probes.interfaces)
     table = {str(k): tuple(v) for k, v in (table or {}).items()}
@@ -279,15 +280,8 @@ def facts(
             interface = "lo"
     name, _ = _ask(probes.hostname)
     named, hostname_error = _ask(lambda: probes.lookup(name)) if name else (None, "no host name")
-    ifnames: dict[str, dict[str, Any]] = {}
-    for variable in IFNAME_VARIABLES:
-        value = environ.get(variable)
-        by = "environment"
-        if value is None and ifname and interface is not None:
-            value, by = ifname_exports({}, interface)[variable], "exec --ifname"
-        if value is not None:
-            ifnames[variable] = {"value": value, "selected": list(selected(variable, value, table)), "by": by}
-    proxied = proxy(environ, main)
+    own = settings(environ, main, ifname=ifname)
+    names = None if table_error is not None else sorted(table)
     addresses = [a for values in table.values() for a in values if not _link_local(a)]
     addresses = addresses[:MOST_ADDRESSES]
     return {
@@ -301,14 +295,49 @@ def facts(
         "route_error": route_error,
         "interface_addresses": list(table.get(interface, ())) if interface else [],
         "interfaces": sorted(table)[:MOST_ADDRESSES],
+        "interfaces_left_out": max(0, len(table) - MOST_ADDRESSES),
         "interfaces_error": table_error,
         "addresses": addresses,
         "hostname": name,
         "hostname_addresses": None if named is None else list(named),
         "hostname_error": hostname_error,
-        "ifnames": ifnames,
-        "proxy": None if proxied is None else {"variable": proxied[0], "value": proxied[1]},
+        "settings": own,
+        **chosen(own, names, interface),
     }
+
+
+def settings(environ: Mapping[str, str], main: str, *, ifname: bool = False) -> dict[str, Any] | None:
+    """This process's own say in the network rules, or None when it has none: the values of the interface
+    variables its environment sets, the proxy gRPC would take to `main` under it (`proxy`: the variable
+    and its value, without the no-proxy lists, which can be long), and ``"ifname": True`` when `exec
+    --ifname` fills in the interface variables it leaves unset. Every process sends it in its record:
+    the processes of one host may set them differently (an interface per GPU)."""
+    own: dict[str, Any] = {name: environ[name] for name in IFNAME_VARIABLES if name in environ}
+    proxied = proxy(environ, main)
+    if proxied is not None:
+        own["proxy"] = {"variable": proxied[0], "value": proxied[1]}
+    if ifname:
+        own["ifname"] = True
+    return own or None
+
+
+def chosen(own: Mapping[str, Any] | None, names: Sequence[str] | None, interface: str | None) -> dict[str, Any]:
+    """What one process's `settings` make of its host, pure: ``ifnames`` (each interface variable's value,
+    where it came from, and the interfaces it selects among `names`, None when the host's interfaces are
+    unknown) and ``proxy``. `interface` is the one toward rank 0, which `exec --ifname` names. A host
+    leader's facts carry its own; rank 0 makes those of a process that sets them otherwise from the
+    leader's `names` and `interface`."""
+    own = own or {}
+    ifnames: dict[str, dict[str, Any]] = {}
+    for variable in IFNAME_VARIABLES:
+        value, by = own.get(variable), "environment"
+        if value is None and own.get("ifname") is True and interface is not None:
+            value, by = ifname_exports({}, interface)[variable], "exec --ifname"
+        if isinstance(value, str):
+            picked = None if names is None else list(selected(variable, value, names))
+            ifnames[variable] = {"value": value, "selected": picked, "by": by}
+    proxied = own.get("proxy")
+    return {"ifnames": ifnames, "proxy": dict(proxied) if isinstance(proxied, Mapping) else None}
 
 
 # -- the verdict's network rules, pure ----------------------------------------------------------------
@@ -334,13 +363,66 @@ def _listed(values: Iterable[str]) -> str:
     return ", ".join(values) or "nothing"
 
 
-def _hosts(members: Sequence[Seen]) -> dict[str, Mapping[str, Any]]:
-    """One record's facts per host (the first that has them), hosts in sorted order."""
-    out: dict[str, Mapping[str, Any]] = {}
+class _View:
+    """The processes of one host that set the interface and proxy variables alike (`settings`), and the facts
+    the rules judge for them: their host's, with what their settings make of it (`chosen`)."""
+
+    __slots__ = ("host", "net", "ranks")
+
+    def __init__(self, host: str, net: Mapping[str, Any]) -> None:
+        self.host = host
+        self.net = net
+        self.ranks: list[int] = []
+
+
+def _views(members: Sequence[Seen]) -> tuple[dict[str, Mapping[str, Any]], list[_View]]:
+    """One record's facts per host (the lowest rank's that has them), hosts in sorted order; and a view per
+    host and setting, in the same order. A host's facts come from the process that gathered them, its
+    leader, with the leader's settings: a process that sets the variables otherwise gets the leader's
+    facts with its own settings applied."""
+    hosts: dict[str, Mapping[str, Any]] = {}
+    views: dict[Any, _View] = {}
     for m in sorted(members, key=lambda m: (m.host, m.rank if m.rank is not None else -1)):
-        if isinstance(m.net, Mapping) and m.host not in out:
-            out[m.host] = m.net
-    return out
+        net = m.net
+        if not isinstance(net, Mapping):
+            continue
+        hosts.setdefault(m.host, net)
+        own = getattr(m, "settings", None)  # judge takes any member shape: one without settings sets nothing
+        key: Any = (m.host, _key(own)) if own else m.host  # most set nothing: no key to build per process
+        view = views.get(key)
+        if view is None:
+            view = views[key] = _View(m.host, _facts_for(own, net))
+        if m.rank is not None:
+            view.ranks.append(m.rank)
+    return hosts, list(views.values())
+
+
+def _key(own: Any) -> tuple[tuple[str, str], ...] | None:
+    """A process's settings as a key: None for none at all."""
+    if not isinstance(own, Mapping) or not own:
+        return None
+    return tuple(sorted((str(k), str(v)) for k, v in own.items()))
+
+
+def _facts_for(own: Any, net: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`net` (a host's facts, gathered under the gatherer's settings) as a process with settings `own`
+    sees them. Its interface variables select among the interface names `net` lists; when the host's
+    interfaces are unknown (or more than `MOST_ADDRESSES`, so that not every name travelled), what they
+    select is unknown too, and not judged."""
+    if _key(own) == _key(net.get("settings")):
+        return net
+    left_out = net.get("interfaces_left_out")
+    known = net.get("interfaces_error") is None and not left_out
+    interface = net.get("interface")
+    return {
+        **net,
+        "settings": own,
+        **chosen(
+            own if isinstance(own, Mapping) else None,
+            _strings(net.get("interfaces")) if known else None,
+            interface if isinstance(interface, str) else None,
+        ),
+    }
 
 
 def _strings(value: Any) -> list[str]:
@@ -359,10 +441,39 @@ class _Findings:
             if m.rank is not None:
                 self._ranks.setdefault(m.host, []).append(m.rank)
 
-    def add(self, hangs: bool, kind: str, on: Sequence[str], variable: str | None, message: str) -> None:
-        ranks = tuple(sorted(r for h in on for r in self._ranks.get(h, ())))
-        found = Problem(kind=kind, ranks=ranks, hosts=tuple(on), variable=variable, message=message)
+    def add(
+        self,
+        hangs: bool,
+        kind: str,
+        on: Sequence[str],
+        variable: str | None,
+        message: str,
+        *,
+        ranks: Sequence[int] | None = None,
+    ) -> None:
+        """A finding about the hosts `on`: every rank there, or `ranks`."""
+        if ranks is None:
+            ranks = [r for h in on for r in self._ranks.get(h, ())]
+        found = Problem(kind=kind, ranks=tuple(sorted(ranks)), hosts=tuple(on), variable=variable, message=message)
         (self.problems if hangs else self.warnings).append(found)
+
+    def place(self, views: Sequence[_View]) -> tuple[list[str], list[int], str]:
+        """The hosts, the ranks and the words for where `views` are: a host by its name when they hold every
+        rank of it, else with the ranks they hold (`n2 (ranks 9,11)`)."""
+        held: dict[str, set[int]] = {}
+        for view in views:
+            held.setdefault(view.host, set()).update(view.ranks)
+        ranks: list[int] = []
+        words = []
+        for host in sorted(held):
+            everyone = set(self._ranks.get(host, ()))
+            if held[host] >= everyone:
+                ranks += everyone
+                words.append(host)
+            else:
+                ranks += held[host]
+                words.append(f"{host} (rank{'s' if len(held[host]) > 1 else ''} {spans(held[host])})")
+        return sorted(held), ranks, _names(words)
 
 
 def judge(
@@ -374,15 +485,15 @@ def judge(
     spans hosts, so interfaces and host names must reach the others.
     """
     out = _Findings(members)
-    hosts = _hosts(members)
+    hosts, views = _views(members)
     zero = next((m for m in members if m.rank == 0 and isinstance(m.net, Mapping)), None)
     if zero is not None:
         _addresses(zero, hosts, variable, out)
     _late(hosts, variable, out)
     if multi_node:
-        _hostnames(hosts, out)
-    _ifnames(hosts, multi_node, out)
-    _proxies(hosts, out)
+        _hostnames(views, out)
+    _ifnames(views, multi_node, out)
+    _proxies(views, out)
     return out.problems, out.warnings
 
 
@@ -470,9 +581,10 @@ def _late(hosts: Mapping[str, Mapping[str, Any]], variable: str | None, out: _Fi
     )
 
 
-def _hostnames(hosts: Mapping[str, Mapping[str, Any]], out: _Findings) -> None:
-    groups: dict[tuple[str, str, str, bool], list[str]] = {}
-    for host, net in hosts.items():
+def _hostnames(views: Sequence[_View], out: _Findings) -> None:
+    groups: dict[tuple[str, str, str, bool], list[_View]] = {}
+    for view in views:
+        net = view.net
         interface = net.get("interface")
         if not isinstance(interface, str) or interface == "lo" or not isinstance(net.get("hostname"), str):
             continue
@@ -485,88 +597,95 @@ def _hostnames(hosts: Mapping[str, Mapping[str, Any]], out: _Findings) -> None:
             why, address = "elsewhere", named[0]
         else:
             continue
-        groups.setdefault((why, address, interface, GLOO in (net.get("ifnames") or {})), []).append(host)
+        groups.setdefault((why, address, interface, GLOO in (net.get("ifnames") or {})), []).append(view)
     for (why, address, interface, gloo_set), on in sorted(groups.items()):
-        kernel = sorted({str(hosts[h].get("hostname")) for h in on})
-        names = "" if kernel == sorted(on) else f" ({_names(kernel)})"  # the kernel's names, where they differ
+        hosts, ranks, where = out.place(on)
+        kernel = sorted({str(v.net.get("hostname")) for v in on})
+        names = "" if kernel == hosts else f" ({_names(kernel)})"  # the kernel's names, where they differ
         said = {
             "unresolved": f"does not resolve there ({address})",
             "loopback": f"resolves to {address} there, a loopback address",
             "elsewhere": f"resolves to {address} there, which is not on {interface}, the interface that reaches rank 0",
         }[why]
         message = (
-            f"the host name of {_names(on)}{names} {said}: Gloo (and anything that advertises the host name) "
+            f"the host name of {where}{names} {said}: Gloo (and anything that advertises the host name) "
             f"will publish an address the other nodes cannot reach; fix: {GLOO}={interface} there, or start "
             "the program with cluster-topology exec --ifname"
         )
         spared = f" ({GLOO} is set there: Gloo itself is spared)" if gloo_set else ""
-        out.add(not gloo_set, "hostname", on, GLOO, message + spared)
+        out.add(not gloo_set, "hostname", hosts, GLOO, message + spared, ranks=ranks)
 
 
-def _ifnames(hosts: Mapping[str, Mapping[str, Any]], multi_node: bool, out: _Findings) -> None:
-    groups: dict[tuple[str, str, str, tuple[str, ...], str, str], list[str]] = {}
-    for host, net in hosts.items():
+def _ifnames(views: Sequence[_View], multi_node: bool, out: _Findings) -> None:
+    groups: dict[tuple[str, str, str, tuple[str, ...], str, str], list[_View]] = {}
+    for view in views:
+        net = view.net
         interface = net.get("interface")
         for variable, given in sorted((net.get("ifnames") or {}).items()):
-            if not isinstance(given, Mapping):
-                continue
+            if not isinstance(given, Mapping) or not isinstance(given.get("selected"), list):
+                continue  # what it selects is unknown: the host's interfaces are
             chosen = tuple(_strings(given.get("selected")))
             value, by = str(given.get("value")), str(given.get("by", "environment"))
             if not chosen:
                 there = _listed(_strings(net.get("interfaces")))
-                groups.setdefault(("none", variable, value, chosen, by, there), []).append(host)
+                groups.setdefault(("none", variable, value, chosen, by, there), []).append(view)
             elif multi_node and isinstance(interface, str) and interface != "lo" and interface not in chosen:
-                groups.setdefault(("elsewhere", variable, value, chosen, by, interface), []).append(host)
+                groups.setdefault(("elsewhere", variable, value, chosen, by, interface), []).append(view)
             elif variable == GLOO and multi_node and len(chosen) > 1:
-                groups.setdefault(("more", variable, value, chosen, by, str(interface)), []).append(host)
+                groups.setdefault(("more", variable, value, chosen, by, str(interface)), []).append(view)
     for (why, variable, value, chosen, by, detail), on in sorted(groups.items()):
+        hosts, ranks, where = out.place(on)
         given = f"{variable}={value}" + (" (from exec --ifname)" if by != "environment" else "")
         if why == "none":
             out.add(
                 True,
                 "ifname",
-                on,
+                hosts,
                 variable,
-                f"{given} selects no interface on {_names(on)}, which has {detail}: "
+                f"{given} selects no interface on {where}, which has {detail}: "
                 f"{'Gloo' if variable == GLOO else 'NCCL'} cannot start there; name an interface of that host "
                 "(or unset it, or use cluster-topology exec --ifname)",
+                ranks=ranks,
             )
         elif why == "elsewhere":
             fix = detail if variable == GLOO else f"={detail}"
             out.add(
                 True,
                 "ifname",
-                on,
+                hosts,
                 variable,
-                f"{given} selects {_listed(chosen)} on {_names(on)}, but that host reaches rank 0 through "
+                f"{given} selects {_listed(chosen)} on {where}, but that host reaches rank 0 through "
                 f"{detail}: the others will not reach it there; fix: {variable}={fix}",
+                ranks=ranks,
             )
         else:
             out.add(
                 False,
                 "ifname",
-                on,
+                hosts,
                 variable,
-                f"{given} makes Gloo use {_listed(chosen)} on {_names(on)}; only {detail} is known to reach "
+                f"{given} makes Gloo use {_listed(chosen)} on {where}; only {detail} is known to reach "
                 "rank 0 (the check cannot tell whether the others do)",
+                ranks=ranks,
             )
 
 
-def _proxies(hosts: Mapping[str, Mapping[str, Any]], out: _Findings) -> None:
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for host, net in hosts.items():
-        given = net.get("proxy")
+def _proxies(views: Sequence[_View], out: _Findings) -> None:
+    groups: dict[tuple[str, str, str], list[_View]] = {}
+    for view in views:
+        given = view.net.get("proxy")
         if isinstance(given, Mapping):
-            groups.setdefault((str(given.get("variable")), str(given.get("value")), str(net.get("main"))), []).append(
-                host
-            )
+            key = (str(given.get("variable")), str(given.get("value")), str(view.net.get("main")))
+            groups.setdefault(key, []).append(view)
     for (variable, value, main), on in sorted(groups.items()):
+        hosts, ranks, where = out.place(on)
         out.add(
             False,
             "proxy",
-            on,
+            hosts,
             variable,
-            f"{variable}={value} on {_names(on)} would carry gRPC connections to {main} (JAX's coordinator "
+            f"{variable}={value} on {where} would carry gRPC connections to {main} (JAX's coordinator "
             f"honours {', '.join(PROXY_VARIABLES)}), and {main} is not in {' or '.join(NO_PROXY_VARIABLES)}: "
             f"add {main} to no_proxy there, or unset {variable} (torch and NCCL do not use proxies)",
+            ranks=ranks,
         )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "ranges", "spans"]
 
 
 @attrs.frozen(kw_only=True)
@@ -39,3 +39,19 @@ class Problem:
             variable=None if data.get("variable") is None else str(data["variable"]),
             message=str(data["message"]),
         )
+
+
+def spans(ranks: Iterable[int]) -> str:
+    """`0-2,5`: ranks as ranges."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges(sorted(set(ranks))))
+
+
+def ranges(ranks: Sequence[int]) -> list[list[int]]:
+    """`[[0, 2], [5, 5]]`: sorted ranks as inclusive ranges (a verdict's missing ranks on the wire)."""
+    out: list[list[int]] = []
+    for r in sorted(ranks):
+        if out and out[-1][1] + 1 == r:
+            out[-1][1] = r
+        elif not out or out[-1][1] != r:
+            out.append([r, r])
+    return out

@@ -243,12 +243,18 @@ def world(
 
 
 def meet(
-    job: Job, envs: Sequence[Mapping[str, str]], *, timeout: float = 10.0, skip: Sequence[int] = ()
+    job: Job,
+    envs: Sequence[Mapping[str, str]],
+    *,
+    timeout: float = 10.0,
+    skip: Sequence[int] = (),
+    **answers: Any,
 ) -> list[CheckReport]:
+    """`check` on every process of `job` (but `skip`), each a thread with its host's fake probes, plus `answers`."""
     reports: list[Any] = [None] * len(envs)
 
     def run(i: int) -> None:
-        reports[i] = check(envs[i], job.processes[i].probes(), timeout=timeout)
+        reports[i] = check(envs[i], job.processes[i].probes(**answers), timeout=timeout)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in reversed(range(len(envs))) if i not in skip]
     for t in threads:  # rank 0 starts last: the others retry until it listens
@@ -294,6 +300,19 @@ def test_a_duplicate_rank_is_named_with_its_hosts_and_variable() -> None:
         (dup,) = (p for p in r.problems if p.kind == "duplicate")
         assert dup.ranks == (2,) and dup.hosts == ("h2",) and dup.variable == "RANK"
         assert r.missing == (3,)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_one_process_of_a_host_setting_a_wrong_interface_is_named_whoever_leads_the_host(rank: int) -> None:
+    """Real sockets and host leaders: h2's two processes meet rank 0 through one leader (whichever binds first),
+    and only the one that sets NCCL_SOCKET_IFNAME to an interface its host lacks is named, by everyone."""
+    job, envs = world()
+    envs[rank]["NCCL_SOCKET_IFNAME"] = "nosuch0"
+    reports = meet(job, envs, interfaces={"lo": ("127.0.0.1",)})
+    for r in reports:
+        (problem,) = r.problems
+        assert problem.kind == "ifname" and problem.ranks == (rank,) and problem.hosts == ("h2",), problem
+        assert f"NCCL_SOCKET_IFNAME=nosuch0 selects no interface on h2 (rank {rank}), which has lo" in problem.message
 
 
 def test_a_squatter_on_the_port_is_named_by_rank_0_and_by_the_others() -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import probes
 import resolver
 from resolver._check import CheckReport, Member, member, record, verdict
-from resolver._network import covered, facts, ifname_exports, judge, proxy, selected, toward_main
+from resolver._network import covered, facts, ifname_exports, judge, proxy, selected, settings, toward_main
 from resolver.errors import InvalidSettings, ProbeFailed
 from resolver.testing import torchrun_job
 
@@ -75,7 +78,7 @@ def world(
                 peer=ADDRESS["n1"] if ADDRESS["n1"] in got else got[0],  # where its connection got through
                 waited=(waited or {}).get(host, 0),
             )
-        members.append(member({**record(topology, host), "net": net}))
+        members.append(member({**record(topology, host, settings=settings(env, address)), "net": net}))
     return members
 
 
@@ -392,3 +395,113 @@ def test_the_address_a_process_reached_is_rank_0s_even_past_the_addresses_it_lis
 def test_link_local_addresses_are_not_sent() -> None:
     net = facts({}, "n1", host_probes("n1", extra={f"veth{i}": (f"fe80::{i}",) for i in range(100)}), local="10.9.0.1")
     assert "10.9.0.1" in net["addresses"] and not any(a.startswith("fe80:") for a in net["addresses"])
+
+
+# -- each process's own settings, on a host whose facts its leader gathered ------------------------------------
+
+
+def shared_world(
+    environ: Mapping[int, Mapping[str, str]],
+    *,
+    own_facts: bool = False,
+    on: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Member]:
+    """Two processes on each of n1 and n2 (ranks 0, 1 and 2, 3), each with its own `environ` additions (by
+    rank), as rank 0 receives them from host leaders: each host's facts gathered once by its lowest rank
+    (its leader, under its own environment) and given to every record of its batch, each record with its
+    own settings. `own_facts`: every process gathers its own instead (as one meeting rank 0 directly)."""
+    job = torchrun_job(nnodes=2, nproc_per_node=2, hosts=("n1", "n2"), master_addr="n1", master_port=29500)
+    gathered: dict[str, dict[str, Any]] = {}
+    members = []
+    for rank, process in enumerate(job.processes):
+        host = ("n1", "n2")[rank // 2]
+        env = {**process.environ, **environ.get(rank, {})}
+        env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        topology = resolver.resolve(env, probes.fake())
+        asked = host_probes(host, **(on or {}).get(host, {}))
+        if host == "n1":
+            net = facts(env, "n1", asked, local=ADDRESS["n1"])
+        else:
+            net = facts(env, "n1", asked, resolved=[ADDRESS["n1"]], local=ADDRESS[host], peer=ADDRESS["n1"])
+        net = net if own_facts else gathered.setdefault(host, net)
+        members.append(member({**record(topology, host, settings=settings(env, "n1")), "net": net}))
+    return members
+
+
+def test_a_follower_that_sets_an_interface_variable_its_leader_does_not_is_named_alone() -> None:
+    found = verdict(shared_world({3: {"NCCL_SOCKET_IFNAME": "nosuch0"}}))
+    (problem,) = found.problems
+    assert problem.kind == "ifname" and problem.ranks == (3,) and problem.hosts == ("n2",)
+    assert "NCCL_SOCKET_IFNAME=nosuch0 selects no interface on n2 (rank 3), which has eth0, lo" in problem.message
+
+
+def test_a_leader_whose_setting_its_followers_do_not_share_is_named_alone() -> None:
+    found = verdict(shared_world({2: {"NCCL_SOCKET_IFNAME": "^eth0"}}))
+    (problem,) = found.problems
+    assert problem.ranks == (2,) and "on n2 (rank 2), but that host reaches rank 0 through eth0" in problem.message
+
+
+def test_a_setting_every_process_of_a_host_shares_names_the_host_as_before() -> None:
+    bad = {"NCCL_SOCKET_IFNAME": "nosuch0"}
+    (problem,) = verdict(shared_world({2: bad, 3: bad})).problems
+    assert problem.ranks == (2, 3) and "selects no interface on n2, which has" in problem.message
+
+
+def test_a_followers_proxy_and_its_gloo_setting_are_its_own() -> None:
+    found = verdict(shared_world({3: {"http_proxy": "http://127.0.0.1:9"}}))
+    (warning,) = found.warnings
+    assert (
+        warning.kind == "proxy"
+        and warning.ranks == (3,)
+        and "http_proxy=http://127.0.0.1:9 on n2 (rank 3)" in (warning.message)
+    )
+    debian = {"n2": {"hostname_maps_to": "127.0.1.1"}}
+    found = verdict(shared_world({3: {"GLOO_SOCKET_IFNAME": "eth0"}}, on=debian))
+    (problem,) = found.problems  # rank 2 leaves Gloo on the host name; rank 3 named eth0 itself
+    assert problem.kind == "hostname" and problem.ranks == (2,) and "the host name of n2 (rank 2)" in problem.message
+    (warning,) = found.warnings
+    assert warning.kind == "hostname" and warning.ranks == (3,) and "Gloo itself is spared" in warning.message
+
+
+SETTINGS = st.fixed_dictionaries(
+    {},
+    optional={
+        "NCCL_SOCKET_IFNAME": st.sampled_from(["eth", "=eth0", "nosuch0", "^eth0", "eth1", "^=lo"]),
+        "GLOO_SOCKET_IFNAME": st.sampled_from(["eth0", "eth0,eth1", "lo", "nosuch0"]),
+        "http_proxy": st.just("http://127.0.0.1:9"),
+        "no_proxy": st.sampled_from(["n1", "example.com"]),
+    },
+)
+
+
+@given(
+    environ=st.dictionaries(st.integers(0, 3), SETTINGS, max_size=4),
+    debian=st.booleans(),
+    second_interface=st.booleans(),
+)
+def test_judging_through_the_leaders_facts_is_judging_each_processs_own(
+    environ: dict[int, dict[str, str]], debian: bool, second_interface: bool
+) -> None:
+    """Whatever each process sets, the findings are those of a world where every process gathered its own facts."""
+    on: dict[str, dict[str, Any]] = {"n2": {"hostname_maps_to": "127.0.1.1"}} if debian else {}
+    if second_interface:
+        on.setdefault("n2", {})["extra"] = {"eth1": ("192.168.0.2",)}
+    shared = verdict(shared_world(environ, on=on))
+    alone = verdict(shared_world(environ, on=on, own_facts=True))
+    assert (shared.problems, shared.warnings) == (alone.problems, alone.warnings)
+
+
+def test_an_interface_variable_is_not_judged_where_the_hosts_interfaces_are_unknown() -> None:
+    """The interfaces probe failed (or the host has more names than travel): what a variable selects is unknown,
+    not nothing."""
+    unknown = probes.fake(hostname="n2", names={"n1": (ADDRESS["n1"],)})
+    net = facts({"NCCL_SOCKET_IFNAME": "eth0"}, "n1", unknown, resolved=[ADDRESS["n1"]], local=ADDRESS["n2"])
+    assert net["interfaces_error"] and net["ifnames"]["NCCL_SOCKET_IFNAME"]["selected"] is None
+    members = world()
+    members[1] = attrs.evolve(members[1], net=net, settings=settings({"NCCL_SOCKET_IFNAME": "eth0"}, "n1"))
+    assert not [p for p in verdict(members).problems if p.kind == "ifname"]
+    crowded = {"n2": {"extra": {f"veth{i:03d}": () for i in range(80)}}}  # 82 names, 64 of them sent
+    bad = {"NCCL_SOCKET_IFNAME": "nosuch0"}
+    assert not verdict(shared_world({3: bad}, on=crowded)).problems  # the follower's: against 64 of 82 names
+    (problem,) = verdict(shared_world({2: bad}, on=crowded)).problems  # the leader's: against all of them
+    assert problem.ranks == (2,) and problem.kind == "ifname"

@@ -114,22 +114,30 @@ def _own_line() -> None:
 
 
 def job_env(
-    net: Network, host: str, *, main: str, port: int, run_id: str, extra: Mapping[str, str | None]
+    net: Network,
+    host: str,
+    *,
+    main: str,
+    port: int,
+    run_id: str,
+    extra: Mapping[str, str | None],
+    per_host: int = 1,
+    local: int = 0,
 ) -> dict[str, str]:
-    """The static torch-style environment of `host`'s one process (rank = the host's index - 1), then `extra`
-    (None: unset)."""
-    rank = net.hosts[host].index - 1
+    """The static torch-style environment of `host`'s process `local` of `per_host` (rank: the host's index - 1
+    times `per_host`, plus `local`), then `extra` (None: unset)."""
+    node = net.hosts[host].index - 1
     env = {k: os.environ[k] for k in KEPT if k in os.environ}
     env.update(
         PYTHONPATH=str(ROOT),
         OMP_NUM_THREADS="1",
         MASTER_ADDR=main,
         MASTER_PORT=str(port),
-        WORLD_SIZE=str(len(net.hosts)),
-        RANK=str(rank),
-        LOCAL_RANK="0",
-        LOCAL_WORLD_SIZE="1",
-        GROUP_RANK=str(rank),
+        WORLD_SIZE=str(len(net.hosts) * per_host),
+        RANK=str(node * per_host + local),
+        LOCAL_RANK=str(local),
+        LOCAL_WORLD_SIZE=str(per_host),
+        GROUP_RANK=str(node),
         TORCHELASTIC_RUN_ID=f"{net.prefix}{run_id}",
     )
     for key, value in extra.items():
@@ -482,6 +490,40 @@ def test_nccl_socket_ifname_on_one_host(emulated_hosts: Hosts, tmp_path: Path, v
         assert problem["variable"] == "NCCL_SOCKET_IFNAME" and problem["hosts"] == ["n2"], problem
         assert "NCCL_SOCKET_IFNAME" in problem["message"] and value in problem["message"], problem
         assert "n2" in problem["message"], problem
+
+
+# -- case 6b: two processes per host, one of them with its own NCCL_SOCKET_IFNAME -------------------------------
+
+
+@pytest.mark.parametrize("local", [0, 1])
+def test_one_process_of_a_host_with_its_own_nccl_socket_ifname(
+    emulated_hosts: Hosts, tmp_path: Path, local: int
+) -> None:
+    """Two processes on each host meet rank 0 through their host's leader (whichever binds first); the one on
+    n2 that sets NCCL_SOCKET_IFNAME to an interface n2 lacks is named alone, by rank, in every report."""
+    net = emulated_hosts(["n1", "n2"])
+    argv = [PY, "-m", "resolver", "check", "--format", "json", "--timeout", str(CHECK_TIMEOUT)]
+    jobs, ranks = [], []
+    for host in net.hosts:
+        for i in range(2):
+            bad = {"NCCL_SOCKET_IFNAME": "nosuch0"} if (host, i) == ("n2", local) else {}
+            env = job_env(net, host, main="n1", port=PORT, run_id="pair", extra=bad, per_host=2, local=i)
+            jobs.append((host, argv, env))
+            ranks.append(int(env["RANK"]))
+    results = net.run(jobs, timeout=CHECK_TIMEOUT + 15, folder=tmp_path / "check")
+    found = {
+        f"{r.host}/{rank}": Process(rank=rank, result=r, report=json.loads(r.stdout) if r.stdout.strip() else None)
+        for rank, r in zip(ranks, results, strict=True)
+    }
+    show_check(f"6b NCCL_SOCKET_IFNAME=nosuch0 on rank {2 + local} of n2's two", found)
+    for p in found.values():
+        assert p.rc == 3, dump(found)
+        (problem,) = entries(p.report, "problems", "ifname")
+        assert problem["ranks"] == [2 + local] and problem["hosts"] == ["n2"], problem
+        assert f"NCCL_SOCKET_IFNAME=nosuch0 selects no interface on n2 (rank {2 + local})" in problem["message"], (
+            problem
+        )
+        assert p.report is not None and p.report["problems"] == [problem], dump(found)
 
 
 # -- case 7: the main name appears 4 s after the job starts -------------------------------------------------------
