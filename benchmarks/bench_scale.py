@@ -52,7 +52,6 @@ import os
 import random
 import resource
 import selectors
-import shutil
 import socket
 import statistics
 import subprocess
@@ -70,6 +69,7 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
 import probes
 import resolver
 from benchmarks.bench_callgrind import callgrind
+from benchmarks.bench_callgrind import missing as valgrind_missing
 from benchmarks.bench_exchange import free_port
 from probes.exchange import PROTOCOL, _line
 from probes.hostlocal import compact, spread
@@ -391,14 +391,21 @@ def work_emulated(leaders: list[int], world: int, port: int) -> dict[str, Any]:
     }
 
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository: the workers run `python -m benchmarks.bench_scale` there
+
+
+def worker_env() -> dict[str, str]:
+    """This environment, with the repository first on the workers' path."""
+    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def instructions(case: str, ranks: int) -> list[int]:
     """The instructions each rank's thread of one `case` worker executed (callgrind's total per thread; the
     worker's main thread, which imports and starts them, left out), `ranks` ranks making the whole world."""
-    here = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(here) + os.pathsep + os.environ.get("PYTHONPATH", ""), "PYTHONHASHSEED": "0"}
+    env = {**worker_env(), "PYTHONHASHSEED": "0"}
     worker = [sys.executable, "-m", "benchmarks.bench_scale", "--worker", case, str(ranks), str(free_port())]
     command = [*worker, ",".join(map(str, range(ranks))), str(SOFT_LIMIT)]
-    per_thread = callgrind(command, env=env, cwd=here, stdin="go\n", threads=True)
+    per_thread = callgrind(command, env=env, cwd=ROOT, stdin="go\n", threads=True)
     totals = [total for thread, total in per_thread.items() if thread != "01"]  # valgrind's thread 1: the main one
     if len(totals) != ranks:
         raise SystemExit(f"callgrind wrote {len(totals)} rank threads' totals for the {case} worker, not {ranks}")
@@ -406,8 +413,7 @@ def instructions(case: str, ranks: int) -> list[int]:
 
 
 def print_instructions(ranks: int) -> None:
-    if shutil.which("valgrind") is None:
-        print("instructions: valgrind is not installed (apt-get install valgrind): skipped", flush=True)
+    if valgrind_missing():
         return
     print(
         f"instructions (callgrind, one worker of {ranks} ranks in threads, hosts of {PER_HOST}; the load does "
@@ -454,8 +460,7 @@ Run = tuple[float, bool, dict[str, Any]]  # seconds, every report ok, rank 0's f
 
 def run_case(case: str, parts: list[list[int]], world: int, limits: list[int]) -> Run:
     port = free_port()
-    here = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = worker_env()
     procs = [
         subprocess.Popen(
             [
@@ -474,7 +479,7 @@ def run_case(case: str, parts: list[list[int]], world: int, limits: list[int]) -
             stderr=subprocess.DEVNULL if case == "tcpstore" else None,  # torch warns once per client
             text=True,
             env=env,
-            cwd=here,
+            cwd=ROOT,
         )
         for part, limit in zip(parts, limits, strict=True)
     ]
