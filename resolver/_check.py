@@ -56,7 +56,7 @@ from probes.exchange import ANSWER_GRACE, PROTOCOL, Arrival, Connected, Exchange
 from probes.hostlocal import expand, listen_queue, meet, meeting_here  # noqa: E402
 from probes.limits import OpenFiles, listen_overflows, raise_open_files  # noqa: E402
 from probes.network import is_loopback  # noqa: E402
-from resolver._network import facts, judge, settings  # noqa: E402 - it imports probes.network, as above
+from resolver._network import facts, judge, settings, with_settings  # noqa: E402 - it imports probes.network, as above
 
 if TYPE_CHECKING:
     from probes import Probes
@@ -108,7 +108,6 @@ class Member:
     world_size: int | None = None  # the world size its launcher's variables claim, when it cannot resolve
     lost_leader: Mapping[str, Any] | None = None  # the host leader that took its record, then went away
     pid: int | None = None  # its process id, as it said
-    settings: Mapping[str, Any] | None = None  # its interface and proxy variables (resolver._network.settings)
 
     def origin(self, field: str) -> tuple[str | None, str | None]:
         """Where this process's `field` came from, as `origin_of` says it; (None, None) without a record."""
@@ -175,7 +174,9 @@ def _member(message: Mapping[str, Any], topology: Topology | None, error: Mappin
     """The process of `message` with its record read (`topology`), or with the `error` it sent instead:
     then its rank and world size are the ones its launcher's variables claim, when they are sane."""
     net, lost, pid = message.get("net"), message.get("lost_leader"), message.get("pid")
-    settings = message.get("settings")
+    if isinstance(net, dict):  # a batch's facts are its leader's: this process's own settings apply to them
+        own = message.get("settings")
+        net = with_settings(net, own if isinstance(own, dict) else None)
     rank: int | None
     size: int | None
     if topology is not None:
@@ -194,7 +195,6 @@ def _member(message: Mapping[str, Any], topology: Topology | None, error: Mappin
         lost_leader=lost if isinstance(lost, dict) else None,
         net=net if isinstance(net, dict) else None,
         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-        settings=settings if isinstance(settings, dict) else None,
     )
 
 

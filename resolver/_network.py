@@ -9,9 +9,10 @@ local address the connection to rank 0 left from, what the host name resolves to
 would take to the main address. They travel as a record's ``net`` (JSON, a few hundred bytes), once
 per batch. Rank 0 judges all of them at once (`judge`, pure): problems that will hang the job, and
 warnings that may. The host's facts are judged once per host (`_views`: the lowest rank's that has
-them); the interface and proxy variables once per host and setting, as each process set them: every
-process sends its `settings` in its record, and rank 0 applies a follower's that differ from its
-leader's to the interface names the leader found (`chosen`).
+them); the interface and proxy variables as each process set them: every process sends its
+`settings` in its record, and rank 0, reading a batch, applies a process's settings that differ from
+its leader's to the interface names the leader found (`with_settings`), so the rules judge once per
+host and setting.
 
 The rules, and where the facts behind them come from:
 
@@ -73,6 +74,7 @@ __all__ = [
     "proxy",
     "selected",
     "toward_main",
+    "with_settings",
 ]
 
 GLOO = "GLOO_SOCKET_IFNAME"
@@ -364,63 +366,45 @@ def _listed(values: Iterable[str]) -> str:
 
 
 class _View:
-    """The processes of one host that set the interface and proxy variables alike (`settings`), and the facts
-    the rules judge for them: their host's, with what their settings make of it (`chosen`)."""
+    """The processes of one host that share one set of facts (`net`, one object): a batch's, its leader's,
+    or those of a process whose own settings differ from its leader's (`with_settings`)."""
 
-    __slots__ = ("host", "net", "ranks")
+    __slots__ = ("host", "net")
 
     def __init__(self, host: str, net: Mapping[str, Any]) -> None:
         self.host = host
         self.net = net
-        self.ranks: list[int] = []
 
 
 def _views(members: Sequence[Seen]) -> tuple[dict[str, Mapping[str, Any]], list[_View]]:
     """One record's facts per host (the lowest rank's that has them), hosts in sorted order; and a view per
-    host and setting, in the same order. A host's facts come from the process that gathered them, its
-    leader, with the leader's settings: a process that sets the variables otherwise gets the leader's
-    facts with its own settings applied."""
+    distinct facts object, in the same order: a batch's records share their leader's."""
     hosts: dict[str, Mapping[str, Any]] = {}
-    views: dict[Any, _View] = {}
+    views: dict[int, _View] = {}  # by id(): the members hold every net for the call
     for m in sorted(members, key=lambda m: (m.host, m.rank if m.rank is not None else -1)):
         net = m.net
-        if not isinstance(net, Mapping):
+        if id(net) in views or not isinstance(net, Mapping):
             continue
-        hosts.setdefault(m.host, net)
-        own = getattr(m, "settings", None)  # judge takes any member shape: one without settings sets nothing
-        key: Any = (m.host, _key(own)) if own else m.host  # most set nothing: no key to build per process
-        view = views.get(key)
-        if view is None:
-            view = views[key] = _View(m.host, _facts_for(own, net))
-        if m.rank is not None:
-            view.ranks.append(m.rank)
+        hosts.setdefault(m.host, net)  # a host's first view is its lowest rank's
+        views[id(net)] = _View(m.host, net)
     return hosts, list(views.values())
 
 
-def _key(own: Any) -> tuple[tuple[str, str], ...] | None:
-    """A process's settings as a key: None for none at all."""
-    if not isinstance(own, Mapping) or not own:
-        return None
-    return tuple(sorted((str(k), str(v)) for k, v in own.items()))
-
-
-def _facts_for(own: Any, net: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`net` (a host's facts, gathered under the gatherer's settings) as a process with settings `own`
-    sees them. Its interface variables select among the interface names `net` lists; when the host's
+def with_settings(net: Mapping[str, Any], own: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A host's facts `net` (gathered under its gatherer's settings) as a process whose own `settings` are
+    `own` sees them: rank 0 gives a batch's record that sets the variables otherwise than its leader
+    these. Its interface variables select among the interface names `net` lists; when the host's
     interfaces are unknown (or more than `MOST_ADDRESSES`, so that not every name travelled), what they
     select is unknown too, and not judged."""
-    if _key(own) == _key(net.get("settings")):
+    if own == net.get("settings"):
         return net
-    left_out = net.get("interfaces_left_out")
-    known = net.get("interfaces_error") is None and not left_out
+    known = net.get("interfaces_error") is None and not net.get("interfaces_left_out")
     interface = net.get("interface")
     return {
         **net,
         "settings": own,
         **chosen(
-            own if isinstance(own, Mapping) else None,
-            _strings(net.get("interfaces")) if known else None,
-            interface if isinstance(interface, str) else None,
+            own, _strings(net.get("interfaces")) if known else None, interface if isinstance(interface, str) else None
         ),
     }
 
@@ -436,10 +420,21 @@ class _Findings:
     def __init__(self, members: Sequence[Seen]) -> None:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+        self._members = members
         self._ranks: dict[str, list[int]] = {}
+        self._by_net: dict[int, set[int]] | None = None  # id(net) -> its members' ranks, once a finding asks
         for m in members:
             if m.rank is not None:
                 self._ranks.setdefault(m.host, []).append(m.rank)
+
+    def _held(self, view: _View) -> set[int]:
+        """The ranks of the processes that share `view`'s facts."""
+        if self._by_net is None:
+            self._by_net = {}
+            for m in self._members:
+                if m.rank is not None:
+                    self._by_net.setdefault(id(m.net), set()).add(m.rank)
+        return self._by_net.get(id(view.net), set())
 
     def add(
         self,
@@ -462,7 +457,7 @@ class _Findings:
         rank of it, else with the ranks they hold (`n2 (ranks 9,11)`)."""
         held: dict[str, set[int]] = {}
         for view in views:
-            held.setdefault(view.host, set()).update(view.ranks)
+            held.setdefault(view.host, set()).update(self._held(view))
         ranks: list[int] = []
         words = []
         for host in sorted(held):

@@ -185,8 +185,6 @@ def test_the_route_probe_waits_for_a_late_name_then_names_it() -> None:
             raise ProbeFailed("lookup", f"{address!r} does not resolve: Name or service not known")
         return probes.network.Route("eth0", "10.9.0.2")
 
-    import attrs
-
     late = attrs.evolve(probes.fake(), route=route)
     assert toward_main("n1", late, timeout=5) == "eth0" and len(calls) == 3
     never = attrs.evolve(probes.fake(), route=lambda a: (_ for _ in ()).throw(ProbeFailed("lookup", "nope")))
@@ -498,7 +496,8 @@ def test_an_interface_variable_is_not_judged_where_the_hosts_interfaces_are_unkn
     net = facts({"NCCL_SOCKET_IFNAME": "eth0"}, "n1", unknown, resolved=[ADDRESS["n1"]], local=ADDRESS["n2"])
     assert net["interfaces_error"] and net["ifnames"]["NCCL_SOCKET_IFNAME"]["selected"] is None
     members = world()
-    members[1] = attrs.evolve(members[1], net=net, settings=settings({"NCCL_SOCKET_IFNAME": "eth0"}, "n1"))
+    own = settings({"NCCL_SOCKET_IFNAME": "eth0"}, "n1")
+    members[1] = member({**record(members[1].topology, "n2", settings=own), "net": net})
     assert not [p for p in verdict(members).problems if p.kind == "ifname"]
     crowded = {"n2": {"extra": {f"veth{i:03d}": () for i in range(80)}}}  # 82 names, 64 of them sent
     bad = {"NCCL_SOCKET_IFNAME": "nosuch0"}
