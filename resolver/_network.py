@@ -66,6 +66,7 @@ __all__ = [
     "NCCL",
     "NO_PROXY_VARIABLES",
     "PROXY_VARIABLES",
+    "chosen",
     "covered",
     "facts",
     "ifname_exports",
@@ -73,6 +74,7 @@ __all__ = [
     "judge",
     "proxy",
     "selected",
+    "settings",
     "toward_main",
     "with_settings",
 ]
@@ -283,7 +285,7 @@ def facts(
     name, _ = _ask(probes.hostname)
     named, hostname_error = _ask(lambda: probes.lookup(name)) if name else (None, "no host name")
     own = settings(environ, main, ifname=ifname)
-    names = None if table_error is not None else sorted(table)
+    names = sorted(table)
     addresses = [a for values in table.values() for a in values if not _link_local(a)]
     addresses = addresses[:MOST_ADDRESSES]
     return {
@@ -296,7 +298,7 @@ def facts(
         "peer": peer,
         "route_error": route_error,
         "interface_addresses": list(table.get(interface, ())) if interface else [],
-        "interfaces": sorted(table)[:MOST_ADDRESSES],
+        "interfaces": names[:MOST_ADDRESSES],
         "interfaces_left_out": max(0, len(table) - MOST_ADDRESSES),
         "interfaces_error": table_error,
         "addresses": addresses,
@@ -304,7 +306,7 @@ def facts(
         "hostname_addresses": None if named is None else list(named),
         "hostname_error": hostname_error,
         "settings": own,
-        **chosen(own, names, interface),
+        **chosen(own, None if table_error is not None else names, interface),
     }
 
 

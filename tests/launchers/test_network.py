@@ -171,12 +171,18 @@ def launch(
     results = net.run(jobs, timeout=timeout, folder=folder)
     processes = {}
     for host, result in zip(net.hosts, results, strict=True):
-        report = None
-        if list(argv[:4]) == [PY, "-m", "resolver", "check"] and result.stdout.strip():
-            assert result.stdout.count("\n") == 1, result.stdout  # one JSON object and nothing else
-            report = json.loads(result.stdout)
+        report = reported(result) if list(argv[:4]) == [PY, "-m", "resolver", "check"] else None
         processes[host] = Process(rank=net.hosts[host].index - 1, result=result, report=report)
     return processes
+
+
+def reported(result: Result) -> dict[str, Any] | None:
+    """The report `check --format json` printed: one JSON object and nothing else; None without output."""
+    if not result.stdout.strip():
+        return None
+    assert result.stdout.count("\n") == 1, result.stdout
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
 
 
 def check(
@@ -512,7 +518,7 @@ def test_one_process_of_a_host_with_its_own_nccl_socket_ifname(
             ranks.append(int(env["RANK"]))
     results = net.run(jobs, timeout=CHECK_TIMEOUT + 15, folder=tmp_path / "check")
     found = {
-        f"{r.host}/{rank}": Process(rank=rank, result=r, report=json.loads(r.stdout) if r.stdout.strip() else None)
+        f"{r.host}/{rank}": Process(rank=rank, result=r, report=reported(r))
         for rank, r in zip(ranks, results, strict=True)
     }
     show_check(f"6b NCCL_SOCKET_IFNAME=nosuch0 on rank {2 + local} of n2's two", found)
